@@ -1,0 +1,44 @@
+# The two commands a newcomer runs:  `make demo`  and  `make test`.
+# Both install what they need (the venv with pyspark 4.3.0, sbt through bin/sbt) first.
+PYTHON ?= python3
+VENV := .venv
+PY := $(VENV)/bin/python
+JAR := target/spillstore.jar
+PKG_JAR := python/spillstore/jars/spillstore.jar
+SCALA_SRC := $(shell find jvm/src/main -name '*.scala' 2>/dev/null) build.sbt
+
+.PHONY: all venv jar demo test test-jvm test-python clean
+
+all: jar
+
+$(VENV)/.installed: python/requirements-dev.txt python/pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install -q --upgrade pip
+	$(PY) -m pip install -q -r python/requirements-dev.txt
+	$(PY) -m pip install -q --no-deps -e python
+	touch $@
+
+venv: $(VENV)/.installed
+
+$(JAR): $(VENV)/.installed $(SCALA_SRC)
+	bin/sbt spillstore/package
+
+$(PKG_JAR): $(JAR)
+	mkdir -p $(dir $@)
+	cp $(JAR) $@
+
+jar: $(PKG_JAR)
+
+demo: $(PKG_JAR)
+	$(PY) -m spillstore demo
+
+test-jvm: $(VENV)/.installed
+	bin/sbt spillstore/test
+
+test-python: $(PKG_JAR)
+	$(PY) -m pytest -q tests
+
+test: test-jvm test-python
+
+clean:
+	rm -rf target jvm/target project/target python/spillstore/jars

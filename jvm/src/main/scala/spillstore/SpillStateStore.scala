@@ -1,0 +1,192 @@
+package spillstore
+
+import org.apache.spark.sql.catalyst.expressions.UnsafeRow
+import org.apache.spark.sql.execution.streaming.state._
+import org.apache.spark.sql.types.StructType
+import org.apache.spark.unsafe.Platform
+
+import spillstore.heap.Entry
+import spillstore.metrics.SpillStoreMetrics
+
+/**
+ * A view of a provider's live state at `version`, for one task. Writable views are the batch:
+ * their changes go straight into the heap tier, journaled there, and `commit` makes them
+ * version + 1. Only the provider's current owner may write; a view replaced by a newer attempt
+ * fails instead of touching state.
+ */
+final class SpillStateStore private[spillstore] (
+    provider: SpillStoreProvider,
+    override val version: Long,
+    writable: Boolean,
+    forceSnapshotOnCommit: Boolean) extends StateStore {
+  import SpillStateStore._
+
+  private val heap = provider.heap
+  private val keyFields = provider.keySchema.length
+  private val valueFields = provider.valueSchema.length
+  @volatile private[spillstore] var state: State = Updating
+  private var newVersion = -1L
+  private var hits = 0L
+  private var journal = NoCommit
+
+  override def id: StateStoreId = provider.stateStoreId
+
+  override def get(key: UnsafeRow, colFamilyName: String): UnsafeRow = {
+    checkReadable(colFamilyName)
+    val e = heap.get(key.getBaseObject, key.getBaseOffset, key.getSizeInBytes, key.hashCode)
+    hits += 1
+    if (e == null) null else valueRow(e.value)
+  }
+
+  override def put(key: UnsafeRow, value: UnsafeRow, colFamilyName: String): Unit = {
+    require(value != null, "Cannot put a null value")
+    checkWritable(colFamilyName)
+    val bytes = new Array[Byte](value.getSizeInBytes)
+    value.writeToMemory(bytes, Platform.BYTE_ARRAY_OFFSET)
+    heap.put(key.getBaseObject, key.getBaseOffset, key.getSizeInBytes, key.hashCode, bytes)
+  }
+
+  override def remove(key: UnsafeRow, colFamilyName: String): Unit = {
+    checkWritable(colFamilyName)
+    heap.remove(key.getBaseObject, key.getBaseOffset, key.getSizeInBytes, key.hashCode)
+  }
+
+  override def iterator(colFamilyName: String): StateStoreIterator[UnsafeRowPair] = {
+    checkReadable(colFamilyName)
+    pairs(heap.liveEntries())
+  }
+
+  override def prefixScan(
+      prefixKey: UnsafeRow, colFamilyName: String): StateStoreIterator[UnsafeRowPair] = {
+    checkReadable(colFamilyName)
+    val index = provider.prefixIndex.getOrElse(throw new UnsupportedOperationException(
+      s"prefixScan needs a store created with PrefixKeyScanStateEncoderSpec; $this was not"))
+    pairs(index.entriesWithPrefix(prefixKey))
+  }
+
+  override def commit(): Long = provider.commit(this)
+
+  override def abort(): Unit = provider.abort(this)
+
+  /** Read views hold nothing; a write view that is released unfinished is aborted. */
+  override def release(): Unit = if (writable) abort() else state = Released
+
+  override def hasCommitted: Boolean = state == Committed
+
+  override def metrics: StateStoreMetrics = {
+    val custom: Map[StateStoreCustomMetric, Long] = Map(
+      SpillStoreMetrics.CacheHits -> hits,
+      SpillStoreMetrics.CacheMisses -> 0L,
+      SpillStoreMetrics.JournalBytes -> journal.bytes,
+      SpillStoreMetrics.JournalRecords -> journal.records,
+      SpillStoreMetrics.CommitTime -> journal.millis,
+      SpillStoreMetrics.HeapBytes -> heap.estimatedBytes,
+      SpillStoreMetrics.HeapEntries -> heap.numLiveEntries)
+    StateStoreMetrics(heap.numLiveEntries, heap.estimatedBytes, custom)
+  }
+
+  override def getStateStoreCheckpointInfo(): StateStoreCheckpointInfo =
+    StateStoreCheckpointInfo(id.partitionId, if (newVersion >= 0) newVersion else version,
+      None, None)
+
+  override def allColumnFamilyNames: Set[String] = Set(StateStore.DEFAULT_COL_FAMILY_NAME)
+
+  override def toString: String =
+    s"SpillStateStore[operatorId=${id.operatorId}, partitionId=${id.partitionId}, " +
+      s"storeName=${id.storeName}, version=$version, dir=${provider.checkpointPath}]"
+
+  // Capabilities spillstore does not have yet (column families, multiple values per key).
+  override def removeColFamilyIfExists(colFamilyName: String): Boolean =
+    unsupported("column families")
+  override def createColFamilyIfAbsent(colFamilyName: String, keySchema: StructType,
+      valueSchema: StructType, keyStateEncoderSpec: KeyStateEncoderSpec,
+      useMultipleValuesPerKey: Boolean, isInternal: Boolean): Unit = unsupported("column families")
+  override def putList(key: UnsafeRow, values: Array[UnsafeRow], colFamilyName: String): Unit =
+    unsupported("multiple values per key")
+  override def merge(key: UnsafeRow, value: UnsafeRow, colFamilyName: String): Unit =
+    unsupported("multiple values per key")
+  override def mergeList(key: UnsafeRow, values: Array[UnsafeRow], colFamilyName: String): Unit =
+    unsupported("multiple values per key")
+  override def valuesIterator(key: UnsafeRow, colFamilyName: String): Iterator[UnsafeRow] =
+    unsupported("multiple values per key")
+  override def prefixScanWithMultiValues(prefixKey: UnsafeRow,
+      colFamilyName: String): StateStoreIterator[UnsafeRowPair] =
+    unsupported("multiple values per key")
+  override def iteratorWithMultiValues(colFamilyName: String): StateStoreIterator[UnsafeRowPair] =
+    unsupported("multiple values per key")
+
+  private[spillstore] def isWritable: Boolean = writable
+  private[spillstore] def snapshotOnCommit: Boolean = forceSnapshotOnCommit
+
+  private[spillstore] def committed(version: Long, stats: CommitStats): Unit = {
+    newVersion = version
+    journal = stats
+    state = Committed
+  }
+
+  private def valueRow(bytes: Array[Byte]): UnsafeRow = {
+    val row = new UnsafeRow(valueFields)
+    row.pointTo(bytes, bytes.length)
+    row
+  }
+
+  private def pairs(entries: Array[Entry]): StateStoreIterator[UnsafeRowPair] = {
+    val it = new Iterator[UnsafeRowPair] {
+      private val pair = new UnsafeRowPair()
+      private var i = 0
+      private def skipRemoved(): Unit = while (i < entries.length && !entries(i).isLive) i += 1
+      override def hasNext: Boolean = { skipRemoved(); i < entries.length }
+      override def next(): UnsafeRowPair = {
+        skipRemoved()
+        if (i >= entries.length) throw new NoSuchElementException("no more state entries")
+        val e = entries(i)
+        i += 1
+        val key = new UnsafeRow(keyFields)
+        key.pointTo(e.key, e.key.length)
+        pair.withRows(key, valueRow(e.value))
+      }
+    }
+    new StateStoreIterator(it)
+  }
+
+  private def checkReadable(colFamilyName: String): Unit = {
+    checkColumnFamily(colFamilyName)
+    if (state == Invalidated) throw invalidated()
+  }
+
+  private def checkWritable(colFamilyName: String): Unit = {
+    checkColumnFamily(colFamilyName)
+    if (!writable) {
+      throw new UnsupportedOperationException(s"$this is read-only; upgrade it to write")
+    }
+    if (state == Invalidated || (state == Updating && !provider.isOwner(this))) {
+      throw invalidated()
+    }
+    if (state != Updating) {
+      throw new IllegalStateException(s"$this is already ${state.name}; cannot change it")
+    }
+  }
+
+  private def checkColumnFamily(name: String): Unit =
+    if (name != StateStore.DEFAULT_COL_FAMILY_NAME) unsupported(s"column family '$name'")
+
+  private def invalidated() = new IllegalStateException(
+    s"$this was replaced by a newer store of the same provider (a retried or speculative " +
+      "attempt); this attempt's changes are discarded")
+
+  private def unsupported(what: String): Nothing = throw new UnsupportedOperationException(
+    s"spillstore does not support $what yet (needed by transformWithState); " +
+      "use org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider for it")
+}
+
+object SpillStateStore {
+  sealed abstract class State(val name: String)
+  case object Updating extends State("updating")
+  case object Committed extends State("committed")
+  case object Aborted extends State("aborted")
+  case object Released extends State("released")
+  case object Invalidated extends State("invalidated")
+
+  final case class CommitStats(bytes: Long, records: Long, millis: Long)
+  val NoCommit: CommitStats = CommitStats(0, 0, 0)
+}

@@ -1,0 +1,51 @@
+package spillstore
+
+import scala.util.control.NonFatal
+
+import org.apache.spark.sql.execution.streaming.state.{SpillStoreSparkBridge, StateStoreConf}
+
+/**
+ * spillstore's view of the configuration, validated once at provider init.
+ *
+ * Provider options are SQL confs under [[SpillStoreConf.Prefix]]: Spark forwards to providers
+ * only confs under `spark.sql.streaming.stateStore.`, and only those explicitly set.
+ * A key under the prefix that spillstore does not know is an error, so a typo cannot silently
+ * fall back to a default.
+ */
+final case class SpillStoreConf(
+    codec: SpillStoreSparkBridge.Codec,
+    minDeltasForSnapshot: Int,
+    minVersionsToRetain: Int,
+    reportCommits: Boolean,
+    reportSnapshotUploads: Boolean)
+
+object SpillStoreConf {
+  val Prefix = "spark.sql.streaming.stateStore.spillstore."
+
+  /** spillstore's own keys (name after the prefix -> doc), for validation and the README. */
+  val Keys: Map[String, String] = Map.empty
+
+  private val CodecKey = "spark.sql.streaming.stateStore.compression.codec"
+
+  def apply(storeConf: StateStoreConf): SpillStoreConf = {
+    val unknown = storeConf.sqlConfs.keys.filter(_.startsWith(Prefix))
+      .map(_.stripPrefix(Prefix)).filterNot(Keys.contains).toSeq.sorted
+    if (unknown.nonEmpty) {
+      val known = if (Keys.isEmpty) "none in this version" else Keys.keys.toSeq.sorted.mkString(", ")
+      throw new IllegalArgumentException(
+        s"Unknown spillstore conf ${unknown.map(Prefix + _).mkString(", ")}; " +
+          s"known keys under $Prefix: $known")
+    }
+    val codec = try SpillStoreSparkBridge.compressionCodec(storeConf.compressionCodec) catch {
+      case NonFatal(e) => throw new IllegalArgumentException(
+        s"$CodecKey=${storeConf.compressionCodec} is not a compression codec Spark can create " +
+          s"(use lz4, lzf, snappy or zstd): ${e.getMessage}", e)
+    }
+    SpillStoreConf(
+      codec = codec,
+      minDeltasForSnapshot = storeConf.minDeltasForSnapshot,
+      minVersionsToRetain = storeConf.minVersionsToRetain,
+      reportCommits = storeConf.commitValidationEnabled,
+      reportSnapshotUploads = storeConf.reportSnapshotUploadLag)
+  }
+}

@@ -1,0 +1,247 @@
+package spillstore
+
+import java.util.concurrent.locks.ReentrantLock
+
+import scala.util.control.NonFatal
+
+import org.apache.hadoop.conf.Configuration
+import org.apache.hadoop.fs.Path
+
+import org.apache.spark.TaskContext
+import org.apache.spark.internal.Logging
+import org.apache.spark.sql.execution.streaming.state._
+import org.apache.spark.sql.types.StructType
+
+import spillstore.SpillStateStore.CommitStats
+import spillstore.checkpoint.{CheckpointDir, Cleaner, Snapshotter, StateFile}
+import spillstore.heap.{HeapTier, PrefixIndex}
+import spillstore.metrics.SpillStoreMetrics
+import spillstore.recovery.Recovery
+
+/**
+ * spillstore's `StateStoreProvider`: one per (operator, partition, store name) on an executor.
+ * It wires the heap tier, the journal writer, recovery and maintenance together and owns the
+ * version the live state is at.
+ *
+ * Threads: the task thread opens, changes and commits stores; Spark's maintenance pools call
+ * `doSnapshotMaintenance` and `doCleanupMaintenance`, which work on checkpoint files only and
+ * serialize with each other on `fileMaintenance`. Version and ownership changes synchronize
+ * on the provider.
+ */
+class SpillStoreProvider extends StateStoreProvider with Logging {
+  // The driver instantiates providers only to ask for supportedCustomMetrics: keep it cheap.
+  private var storeId: StateStoreId = _
+  private[spillstore] var keySchema: StructType = _
+  private[spillstore] var valueSchema: StructType = _
+  private var conf: SpillStoreConf = _
+  private var hadoopConf: Configuration = _
+  private var dir: CheckpointDir = _
+  private[spillstore] var heap: HeapTier = _
+  private[spillstore] var prefixIndex: Option[PrefixIndex] = None
+  private var recovery: Recovery = _
+  private var snapshotter: Snapshotter = _
+  private var cleaner: Cleaner = _
+  private val fileMaintenance = new ReentrantLock()
+
+  /** Committed version the heap holds; -1 when it must be loaded before use. */
+  @volatile private var loadedVersion = -1L
+  /** The one store allowed to change the heap, if any. */
+  @volatile private var owner: SpillStateStore = _
+
+  override def init(
+      stateStoreId: StateStoreId,
+      keySchema: StructType,
+      valueSchema: StructType,
+      keyStateEncoderSpec: KeyStateEncoderSpec,
+      useColumnFamilies: Boolean,
+      storeConfs: StateStoreConf,
+      hadoopConf: Configuration,
+      useMultipleValuesPerKey: Boolean,
+      stateSchemaProvider: Option[StateSchemaProvider]): Unit = {
+    def reject(what: String): Nothing = throw new UnsupportedOperationException(
+      s"spillstore does not support $what yet (store $stateStoreId). Use Spark's " +
+        "RocksDBStateStoreProvider for this query, or an operator that does not need it.")
+    if (useColumnFamilies) reject("column families (transformWithState)")
+    if (useMultipleValuesPerKey) reject("multiple values per key")
+    if (storeConfs.enableStateStoreCheckpointIds) {
+      reject("spark.sql.streaming.stateStore.checkpointFormatVersion=2; set it to 1")
+    }
+    val index = keyStateEncoderSpec match {
+      case _: NoPrefixKeyStateEncoderSpec => None
+      case p: PrefixKeyScanStateEncoderSpec => Some(new PrefixIndex(keySchema, p.numColsPrefixKey))
+      case other => reject(s"key encoder $other (range scans)")
+    }
+    this.storeId = stateStoreId
+    this.keySchema = keySchema
+    this.valueSchema = valueSchema
+    this.conf = SpillStoreConf(storeConfs)
+    this.hadoopConf = hadoopConf
+    this.dir = new CheckpointDir(stateStoreId.storeCheckpointLocation(), hadoopConf, conf.codec)
+    this.prefixIndex = index
+    this.heap = new HeapTier(index.getOrElse(HeapTier.NoListener))
+    this.recovery = new Recovery(dir)
+    this.snapshotter = new Snapshotter(dir)
+    this.cleaner = new Cleaner(dir)
+  }
+
+  override def stateStoreId: StateStoreId = storeId
+
+  private[spillstore] def checkpointPath: Path = dir.path
+
+  override def getStore(
+      version: Long,
+      stateStoreCkptId: Option[String],
+      forceSnapshotOnCommit: Boolean,
+      loadEmpty: Boolean): StateStore = {
+    if (loadEmpty) {
+      throw new UnsupportedOperationException(
+        s"spillstore does not support loading an empty store (loadEmpty) for $storeId yet")
+    }
+    open(version, writable = true, forceSnapshotOnCommit)
+  }
+
+  override def getReadStore(version: Long, uniqueId: Option[String]): ReadStateStore =
+    open(version, writable = false, forceSnapshotOnCommit = false)
+
+  override def upgradeReadStoreToWriteStore(
+      readStore: ReadStateStore,
+      version: Long,
+      uniqueId: Option[String],
+      forceSnapshotOnCommit: Boolean): StateStore =
+    open(version, writable = true, forceSnapshotOnCommit)
+
+  private def open(version: Long, writable: Boolean, forceSnapshotOnCommit: Boolean)
+      : SpillStateStore = synchronized {
+    if (version < 0) throw SpillStoreSparkBridge.unexpectedVersion(version)
+    val previous = owner
+    if (previous != null) {
+      // A batch left open: an attempt that failed without aborting, or one still running
+      // (zombie, speculation). Its changes are not committed, so they must not survive.
+      logWarning(s"$previous was still open when version $version was requested; aborting it")
+      heap.abortBatch()
+      previous.state = SpillStateStore.Invalidated
+      owner = null
+    }
+    ensureLoaded(version)
+    val store = new SpillStateStore(this, version, writable, forceSnapshotOnCommit)
+    if (writable) {
+      owner = store
+      Option(TaskContext.get()).foreach { ctx =>
+        ctx.addTaskCompletionListener[Unit](_ => if (store.state == SpillStateStore.Updating) {
+          store.abort()
+        })
+      }
+    }
+    store
+  }
+
+  /** Brings the heap to exactly `version`: as is, forward by journals, or by reloading. */
+  private def ensureLoaded(version: Long): Unit = {
+    if (loadedVersion == version) return
+    try {
+      val rolledForward = loadedVersion >= 0 && version > loadedVersion && {
+        try { recovery.rollForward(loadedVersion, version, heap); true } catch {
+          case NonFatal(e) =>
+            logInfo(s"Cannot roll $storeId forward from $loadedVersion to $version ($e); " +
+              "reloading from the checkpoint")
+            false
+        }
+      }
+      if (!rolledForward) recovery.load(version, heap)
+      loadedVersion = version
+    } catch {
+      case e: Throwable =>
+        loadedVersion = -1
+        heap.clear()
+        throw e
+    }
+  }
+
+  private[spillstore] def isOwner(store: SpillStateStore): Boolean = owner eq store
+
+  private[spillstore] def commit(store: SpillStateStore): Long = synchronized {
+    if (store.state != SpillStateStore.Updating || !store.isWritable) {
+      throw new IllegalStateException(s"Cannot commit $store: it is ${store.state.name}" +
+        (if (store.isWritable) "" else " and read-only"))
+    }
+    if (!isOwner(store)) {
+      throw new IllegalStateException(
+        s"Cannot commit $store: a newer attempt replaced it; its changes were discarded")
+    }
+    val newVersion = store.version + 1
+    val start = System.nanoTime()
+    val written = try {
+      dir.write(StateFile.Journal, newVersion) { out =>
+        val changes = heap.changedEntries
+        var i = 0
+        while (i < changes.size) {
+          val e = changes(i)
+          if (e.isLive) out.put(e.key, e.value) else if (heap.isNetChange(e)) out.remove(e.key)
+          i += 1
+        }
+      }
+    } catch {
+      case NonFatal(e) =>
+        abort(store)
+        throw SpillStoreSparkBridge.cannotCommit(store.toString, e)
+    }
+    heap.commitBatch()
+    loadedVersion = newVersion
+    owner = null
+    val millis = (System.nanoTime() - start) / 1000000
+    store.committed(newVersion, CommitStats(written.bytes, written.records, millis))
+    logDebug(s"Committed $store as version $newVersion (${written.records} changes, " +
+      s"${written.bytes} bytes, $millis ms)")
+    if (conf.reportCommits) StateStore.reportCommitToCoordinator(newVersion, storeId, hadoopConf)
+    if (store.snapshotOnCommit) snapshot(Some(newVersion))
+    newVersion
+  }
+
+  private[spillstore] def abort(store: SpillStateStore): Unit = synchronized {
+    if (store.state == SpillStateStore.Updating) {
+      if (isOwner(store)) {
+        heap.abortBatch()
+        owner = null
+      }
+      store.state = SpillStateStore.Aborted
+    }
+  }
+
+  override def doMaintenance(): Unit = {
+    doSnapshotMaintenance()
+    doCleanupMaintenance()
+  }
+
+  override def doSnapshotMaintenance(): Unit = snapshot(None)
+
+  override def doCleanupMaintenance(): Unit = withFileMaintenance {
+    cleaner.cleanup(conf.minVersionsToRetain)
+  }
+
+  /** Snapshots `version`, or (None) the newest version if enough journals piled up. */
+  private def snapshot(version: Option[Long]): Unit = withFileMaintenance {
+    val done = version match {
+      case Some(v) => snapshotter.snapshot(v, dir.list())
+      case None => snapshotter.snapshotIfDue(conf.minDeltasForSnapshot)
+    }
+    if (conf.reportSnapshotUploads) {
+      done.foreach(SpillStoreSparkBridge.reportSnapshotUploaded(storeId, hadoopConf, _))
+    }
+  }
+
+  private def withFileMaintenance[T](body: => T): Unit = if (dir != null) {
+    fileMaintenance.lock()
+    try body finally fileMaintenance.unlock()
+  }
+
+  override def close(): Unit = synchronized {
+    if (owner != null) owner.state = SpillStateStore.Invalidated
+    owner = null
+    if (heap != null) heap.clear()
+    loadedVersion = -1
+  }
+
+  override def supportedCustomMetrics: Seq[StateStoreCustomMetric] = SpillStoreMetrics.all
+
+  override def toString: String = s"SpillStoreProvider[$storeId]"
+}

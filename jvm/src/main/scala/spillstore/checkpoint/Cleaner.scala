@@ -1,0 +1,28 @@
+package spillstore.checkpoint
+
+import org.apache.spark.internal.Logging
+
+/**
+ * Deletes checkpoint files no version within retention needs, as Spark's providers do for
+ * `spark.sql.streaming.minBatchesToRetain`: the newest `minVersionsToRetain` versions stay
+ * loadable, so everything older than the newest snapshot at or below that horizon goes.
+ */
+final class Cleaner(dir: CheckpointDir) extends Logging {
+
+  /** Returns the number of files deleted. */
+  def cleanup(minVersionsToRetain: Int): Int = {
+    val listing = dir.list()
+    val horizon = listing.latestVersion - minVersionsToRetain
+    if (horizon <= 0) return 0
+    val keepFrom = listing.latestSnapshotAtOrBelow(horizon)
+    if (keepFrom == 0) return 0
+    val doomed =
+      listing.journals.filter(_ < keepFrom).toSeq.map(StateFile.Journal -> _) ++
+        listing.snapshots.filter(_ < keepFrom).toSeq.map(StateFile.Snapshot -> _)
+    doomed.sortBy(_._2).foreach { case (kind, v) => dir.delete(kind, v) }
+    if (doomed.nonEmpty) {
+      logInfo(s"Deleted ${doomed.size} files older than version $keepFrom from ${dir.path}")
+    }
+    doomed.size
+  }
+}

@@ -1,0 +1,167 @@
+package spillstore.checkpoint
+
+import java.io.{BufferedInputStream, BufferedOutputStream, DataInputStream, DataOutputStream, EOFException, InputStream, IOException, OutputStream}
+import java.util.zip.CRC32C
+
+import org.apache.spark.sql.execution.streaming.state.SpillStoreSparkBridge
+
+/**
+ * spillstore's checkpoint file format, shared by journals and snapshots (docs/file-format.md).
+ *
+ * {{{
+ *   header, plain:       magic "SPLS" | format version (int) | kind (byte) | state version (long)
+ *                        | codec short name (UTF)
+ *   body, compressed:    record* | -1 (int) | record count (long) | CRC32C of the records (long)
+ *   record:              key length (int) | key | value length (int, -1 = removal) | value
+ * }}}
+ *
+ * The checksum covers every record's lengths and bytes, so a truncated or altered file is
+ * detected when it is read to its end; files are published atomically, so a reader never sees
+ * a half-written one under its final name.
+ */
+object StateFile {
+  val Magic: Int = 0x53504c53 // "SPLS"
+  val FormatVersion: Int = 1
+
+  sealed abstract class Kind(val id: Byte, val suffix: String)
+  case object Journal extends Kind(1, "journal")
+  case object Snapshot extends Kind(2, "snapshot")
+  private val kinds = Seq(Journal, Snapshot)
+
+  /** Thrown for any file that is not a complete, valid spillstore file of the expected kind. */
+  final class CorruptFileException(msg: String, cause: Throwable = null)
+    extends IOException(msg, cause)
+
+  final class Writer(
+      out: OutputStream, kind: Kind, version: Long, codec: SpillStoreSparkBridge.Codec) {
+    private val crc = new CRC32C
+    private var records = 0L
+    private val header = new DataOutputStream(out)
+    header.writeInt(Magic)
+    header.writeInt(FormatVersion)
+    header.writeByte(kind.id)
+    header.writeLong(version)
+    header.writeUTF(codec.shortName)
+    header.flush()
+    private val compressed = codec.compress(out)
+    private val body = new DataOutputStream(new BufferedOutputStream(compressed, 64 * 1024))
+
+    def put(key: Array[Byte], value: Array[Byte]): Unit = {
+      writeBytes(key)
+      writeBytes(value)
+      records += 1
+    }
+
+    def remove(key: Array[Byte]): Unit = {
+      writeBytes(key)
+      writeLength(-1)
+      records += 1
+    }
+
+    def numRecords: Long = records
+
+    /** Writes the trailer and flushes; the caller publishes or cancels the underlying stream. */
+    def finish(): Unit = {
+      body.writeInt(-1)
+      body.writeLong(records)
+      body.writeLong(crc.getValue)
+      body.flush()
+      compressed.close() // ends the codec frame; the atomic stream ignores a second close
+    }
+
+    private def writeBytes(b: Array[Byte]): Unit = {
+      writeLength(b.length)
+      body.write(b)
+      crc.update(b)
+    }
+
+    private def writeLength(n: Int): Unit = {
+      body.writeInt(n)
+      updateInt(crc, n)
+    }
+  }
+
+  /**
+   * Reads a file written by [[Writer]]. `foreach` calls the visitor for each record (a null
+   * value is a removal) and verifies the trailer before returning; a visitor that applies
+   * records as they come must be ready to discard them if it throws.
+   */
+  final class Reader(in: InputStream, fileName: String, expectedKind: Kind, expectedVersion: Long,
+      codecFor: String => SpillStoreSparkBridge.Codec) {
+    private val header = new DataInputStream(in)
+    private val codecName = readHeader()
+    private val body = new DataInputStream(
+      new BufferedInputStream(codecFor(codecName).decompress(in), 64 * 1024))
+
+    def foreach(visit: (Array[Byte], Array[Byte]) => Unit): Long = {
+      val crc = new CRC32C
+      var records = 0L
+      try {
+        var keyLen = body.readInt()
+        while (keyLen >= 0) {
+          updateInt(crc, keyLen)
+          val key = readN(keyLen, crc)
+          val valueLen = body.readInt()
+          updateInt(crc, valueLen)
+          val value = if (valueLen < 0) null else readN(valueLen, crc)
+          visit(key, value)
+          records += 1
+          keyLen = body.readInt()
+        }
+        if (keyLen != -1) corrupt(s"bad record length $keyLen")
+        val count = body.readLong()
+        val checksum = body.readLong()
+        if (count != records) corrupt(s"trailer says $count records, read $records")
+        if (checksum != crc.getValue) corrupt("checksum mismatch")
+      } catch {
+        case e: CorruptFileException => throw e
+        case e: EOFException => corrupt("file is truncated", e)
+        case e: IOException => corrupt(s"cannot decode (${e.getMessage})", e)
+        // Some codecs report damaged input with unchecked exceptions.
+        case e: RuntimeException => corrupt(s"cannot decode ($e)", e)
+      }
+      records
+    }
+
+    private def readN(n: Int, crc: CRC32C): Array[Byte] = {
+      if (n > MaxRecordBytes) corrupt(s"record length $n exceeds $MaxRecordBytes")
+      val b = new Array[Byte](n)
+      body.readFully(b)
+      crc.update(b)
+      b
+    }
+
+    private def readHeader(): String = try {
+      val magic = header.readInt()
+      if (magic != Magic) corrupt(f"not a spillstore file (magic 0x$magic%08x)")
+      val format = header.readInt()
+      if (format != FormatVersion) {
+        corrupt(s"written in spillstore file format $format; this spillstore reads format " +
+          s"$FormatVersion. Use a spillstore version that writes format $format")
+      }
+      val kindId = header.readByte()
+      val kind = kinds.find(_.id == kindId).getOrElse(corrupt(s"unknown file kind $kindId"))
+      if (kind != expectedKind) corrupt(s"is a ${kind.suffix}, expected a ${expectedKind.suffix}")
+      val version = header.readLong()
+      if (version != expectedVersion) {
+        corrupt(s"holds version $version, expected $expectedVersion")
+      }
+      header.readUTF()
+    } catch {
+      case e: EOFException => corrupt("file is truncated in its header", e)
+    }
+
+    private def corrupt(what: String, cause: Throwable = null): Nothing =
+      throw new CorruptFileException(s"Corrupt spillstore state file $fileName: $what", cause)
+  }
+
+  /** Guard against allocating absurd arrays from a damaged length field. */
+  private val MaxRecordBytes = 256 * 1024 * 1024
+
+  private def updateInt(crc: CRC32C, n: Int): Unit = {
+    crc.update(n >>> 24)
+    crc.update(n >>> 16)
+    crc.update(n >>> 8)
+    crc.update(n)
+  }
+}

@@ -1,0 +1,42 @@
+package spillstore.heap
+
+/**
+ * One key of the heap tier. Key and value are the exact bytes of Spark's `UnsafeRow`s, copied
+ * once on insert; a value array is never mutated after it is stored, so rows handed out to
+ * Spark stay valid after later updates.
+ *
+ * The entry is also its own hash-chain node, LRU node and open-batch undo record, which keeps
+ * the per-key overhead to one object (see docs/design.md for the byte count).
+ */
+final class Entry private[heap] (val hash: Int, val key: Array[Byte]) {
+  /** Current value; null while the open batch has removed the key (a tombstone). */
+  private[spillstore] var value: Array[Byte] = _
+  /** The committed value before the open batch changed it, when [[Entry.Existed]] is set. */
+  private[heap] var undo: Array[Byte] = _
+  private[heap] var flags: Byte = 0
+
+  private[heap] var chainNext: Entry = _
+  private[heap] var lruPrev: Entry = _
+  private[heap] var lruNext: Entry = _
+
+  def isLive: Boolean = value != null
+  private[heap] def changed: Boolean = (flags & Entry.Changed) != 0
+  private[heap] def existed: Boolean = (flags & Entry.Existed) != 0
+}
+
+private[heap] object Entry {
+  /** Changed in the open batch: it is in the batch's change list. */
+  final val Changed: Byte = 1
+  /** Had a committed value when the open batch first changed it (that value is in `undo`). */
+  final val Existed: Byte = 2
+
+  /**
+   * Heap bytes of an entry beyond its key and value bytes: the object (12 header + 4 hash +
+   * 4 value + 4 undo + 1 flags + 4 key + 3*4 links, padded to 48), two array headers (16 each)
+   * and its slot in the table (4, at the load factor's worst 8).
+   */
+  final val Overhead = 48 + 16 + 16 + 8
+
+  def bytes(key: Array[Byte], value: Array[Byte]): Long =
+    Overhead + key.length + (if (value == null) 0 else value.length)
+}

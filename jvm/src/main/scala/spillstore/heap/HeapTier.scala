@@ -1,0 +1,245 @@
+package spillstore.heap
+
+import scala.collection.mutable.ArrayBuffer
+
+import org.apache.spark.unsafe.Platform
+import org.apache.spark.unsafe.array.ByteArrayMethods
+import org.apache.spark.unsafe.hash.Murmur3_x86_32
+
+/**
+ * The live state as on-heap entries: a chained hash table whose nodes also form an LRU list
+ * (coldest first) and carry the open batch's undo information.
+ *
+ * Updates are in place. The first change of a key in a batch records its committed value and
+ * appends the entry to the batch's change list, so the change list is the batch's squashed
+ * journal, and commit or abort costs what the batch changed, never what the state holds.
+ * A removal inside a batch leaves a tombstone (value null) that commit unlinks; until then the
+ * table's structure only grows, which is what makes removal during iteration safe.
+ *
+ * Not thread-safe: only the task thread that holds the open store touches it. Snapshots are
+ * built from checkpoint files, never from this table.
+ */
+final class HeapTier(listener: HeapTier.Listener = HeapTier.NoListener) {
+  import HeapTier._
+
+  private var table = new Array[Entry](InitialCapacity)
+  private var entriesInTable = 0
+  private var liveCount = 0L
+  private var byteCount = 0L
+  /** Sentinel of the circular LRU list: `lru.lruNext` is the coldest entry. */
+  private val lru = new Entry(0, Array.emptyByteArray)
+  lru.lruPrev = lru
+  lru.lruNext = lru
+  private val changes = new ArrayBuffer[Entry]
+
+  def numLiveEntries: Long = liveCount
+  def estimatedBytes: Long = byteCount + table.length.toLong * 4
+  def numChanges: Int = changes.size
+
+  /** The live entry for the key bytes at (base, offset, length), or null. Touches LRU order. */
+  def get(base: AnyRef, offset: Long, length: Int, hash: Int): Entry = {
+    val e = find(base, offset, length, hash)
+    if (e == null || !e.isLive) null else { touch(e); e }
+  }
+
+  /** Sets the key's value in the open batch; `value` must be a fresh array owned by the tier. */
+  def put(base: AnyRef, offset: Long, length: Int, hash: Int, value: Array[Byte]): Unit = {
+    var e = find(base, offset, length, hash)
+    if (e == null) {
+      e = insert(hash, copyOf(base, offset, length))
+      recordChange(e)
+      setValue(e, value)
+    } else {
+      recordChange(e)
+      setValue(e, value)
+      touch(e)
+    }
+  }
+
+  /** Removes the key in the open batch; a no-op when it is absent. */
+  def remove(base: AnyRef, offset: Long, length: Int, hash: Int): Unit = {
+    val e = find(base, offset, length, hash)
+    if (e != null && e.isLive) {
+      recordChange(e)
+      setValue(e, null)
+    }
+  }
+
+  /** The open batch's changed entries, each once, in first-change order. */
+  def changedEntries: collection.IndexedSeq[Entry] = changes
+
+  /** Whether the batch's change to `e` is a net change worth journaling. */
+  def isNetChange(e: Entry): Boolean = e.isLive || e.existed
+
+  /** Makes the open batch's changes the committed state. */
+  def commitBatch(): Unit = {
+    var i = 0
+    while (i < changes.size) {
+      val e = changes(i)
+      if (!e.isLive) unlink(e)
+      e.undo = null
+      e.flags = 0
+      i += 1
+    }
+    changes.clear()
+  }
+
+  /** Restores the committed state from before the open batch. */
+  def abortBatch(): Unit = {
+    var i = changes.size - 1
+    while (i >= 0) {
+      val e = changes(i)
+      if (e.existed) setValue(e, e.undo) else { setValue(e, null); unlink(e) }
+      e.undo = null
+      e.flags = 0
+      i -= 1
+    }
+    changes.clear()
+  }
+
+  /** Applies a committed change outside any batch (recovery). A null value removes. */
+  def applyCommitted(key: Array[Byte], value: Array[Byte]): Unit = {
+    val hash = hashOf(key)
+    val e = find(key, Platform.BYTE_ARRAY_OFFSET, key.length, hash)
+    if (value == null) {
+      if (e != null) { setValue(e, null); unlink(e) }
+    } else if (e == null) {
+      setValue(insert(hash, key), value)
+    } else {
+      setValue(e, value)
+    }
+  }
+
+  /** The live entries now, coldest first; later changes do not disturb the returned array. */
+  def liveEntries(): Array[Entry] = {
+    val out = new Array[Entry](liveCount.toInt)
+    var n = 0
+    var e = lru.lruNext
+    while (e ne lru) {
+      if (e.isLive) { out(n) = e; n += 1 }
+      e = e.lruNext
+    }
+    out
+  }
+
+  def clear(): Unit = {
+    listener.cleared()
+    table = new Array[Entry](InitialCapacity)
+    entriesInTable = 0
+    liveCount = 0
+    byteCount = 0
+    lru.lruPrev = lru
+    lru.lruNext = lru
+    changes.clear()
+  }
+
+  private def find(base: AnyRef, offset: Long, length: Int, hash: Int): Entry = {
+    var e = table(hash & (table.length - 1))
+    while (e != null) {
+      if (e.hash == hash && e.key.length == length &&
+        ByteArrayMethods.arrayEquals(e.key, Platform.BYTE_ARRAY_OFFSET, base, offset, length)) {
+        return e
+      }
+      e = e.chainNext
+    }
+    null
+  }
+
+  private def insert(hash: Int, key: Array[Byte]): Entry = {
+    if (entriesInTable >= table.length - (table.length >>> 2)) grow()
+    val e = new Entry(hash, key)
+    val slot = hash & (table.length - 1)
+    e.chainNext = table(slot)
+    table(slot) = e
+    entriesInTable += 1
+    byteCount += Entry.bytes(key, null)
+    linkLast(e)
+    listener.inserted(e)
+    e
+  }
+
+  private def unlink(e: Entry): Unit = {
+    val slot = e.hash & (table.length - 1)
+    var prev: Entry = null
+    var cur = table(slot)
+    while (cur ne e) { prev = cur; cur = cur.chainNext }
+    if (prev == null) table(slot) = e.chainNext else prev.chainNext = e.chainNext
+    e.chainNext = null
+    e.lruPrev.lruNext = e.lruNext
+    e.lruNext.lruPrev = e.lruPrev
+    entriesInTable -= 1
+    byteCount -= Entry.bytes(e.key, null)
+    listener.unlinked(e)
+  }
+
+  private def setValue(e: Entry, v: Array[Byte]): Unit = {
+    val old = e.value
+    if (old != null) { byteCount -= old.length; liveCount -= 1 }
+    if (v != null) { byteCount += v.length; liveCount += 1 }
+    e.value = v
+  }
+
+  private def recordChange(e: Entry): Unit = if (!e.changed) {
+    e.flags = if (e.isLive) (Entry.Changed | Entry.Existed).toByte else Entry.Changed
+    e.undo = e.value
+    changes += e
+  }
+
+  private def touch(e: Entry): Unit = if (e.lruNext ne lru) {
+    e.lruPrev.lruNext = e.lruNext
+    e.lruNext.lruPrev = e.lruPrev
+    linkLast(e)
+  }
+
+  private def linkLast(e: Entry): Unit = {
+    e.lruPrev = lru.lruPrev
+    e.lruNext = lru
+    lru.lruPrev.lruNext = e
+    lru.lruPrev = e
+  }
+
+  private def grow(): Unit = {
+    val old = table
+    table = new Array[Entry](old.length * 2)
+    val mask = table.length - 1
+    var i = 0
+    while (i < old.length) {
+      var e = old(i)
+      while (e != null) {
+        val next = e.chainNext
+        val slot = e.hash & mask
+        e.chainNext = table(slot)
+        table(slot) = e
+        e = next
+      }
+      i += 1
+    }
+  }
+}
+
+object HeapTier {
+  private val InitialCapacity = 64
+
+  /** Seam for structures that follow the table's membership (the prefix index). */
+  trait Listener {
+    def inserted(e: Entry): Unit
+    def unlinked(e: Entry): Unit
+    def cleared(): Unit
+  }
+
+  object NoListener extends Listener {
+    def inserted(e: Entry): Unit = ()
+    def unlinked(e: Entry): Unit = ()
+    def cleared(): Unit = ()
+  }
+
+  /** The hash Spark's `UnsafeRow.hashCode` gives the same bytes. */
+  def hashOf(bytes: Array[Byte]): Int =
+    Murmur3_x86_32.hashUnsafeWords(bytes, Platform.BYTE_ARRAY_OFFSET, bytes.length, 42)
+
+  def copyOf(base: AnyRef, offset: Long, length: Int): Array[Byte] = {
+    val a = new Array[Byte](length)
+    Platform.copyMemory(base, offset, a, Platform.BYTE_ARRAY_OFFSET, length)
+    a
+  }
+}

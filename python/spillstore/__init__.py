@@ -1,0 +1,42 @@
+"""spillstore: a Spark Structured Streaming state store provider that keeps state on the heap
+while it fits and spills to a local RocksDB instead of failing with OOM.
+
+Typical use::
+
+    from pyspark.sql import SparkSession
+    import spillstore
+
+    builder = SparkSession.builder.master("local[2]").appName("app")
+    spark = spillstore.configure(builder, memory_budget_fraction=0.3).getOrCreate()
+
+Every stateful streaming query started by that session with a new checkpoint then keeps its
+state in spillstore (a checkpoint keeps the provider it was created with).
+"""
+
+from ._config import (
+    CONF_PREFIX,
+    PROVIDER_CLASS,
+    PROVIDER_CLASS_CONF,
+    REQUIRED_SPARK_VERSION,
+    UnsupportedSparkVersionError,
+    configure,
+    jar_path,
+    option_key,
+)
+from .metrics import cache_hit_ratio, state_metrics
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "CONF_PREFIX",
+    "PROVIDER_CLASS",
+    "PROVIDER_CLASS_CONF",
+    "REQUIRED_SPARK_VERSION",
+    "UnsupportedSparkVersionError",
+    "__version__",
+    "cache_hit_ratio",
+    "configure",
+    "jar_path",
+    "option_key",
+    "state_metrics",
+]

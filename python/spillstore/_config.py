@@ -1,0 +1,193 @@
+"""Configuring a Spark session (builder or conf) to use the spillstore state store provider."""
+
+from __future__ import annotations
+
+import os
+import re
+import warnings
+from pathlib import Path
+from typing import Any, TypeVar, Union
+
+__all__ = [
+    "CONF_PREFIX",
+    "PROVIDER_CLASS",
+    "PROVIDER_CLASS_CONF",
+    "REQUIRED_SPARK_VERSION",
+    "UnsupportedSparkVersionError",
+    "configure",
+    "jar_path",
+    "option_key",
+]
+
+PROVIDER_CLASS = "spillstore.SpillStoreProvider"
+"""Fully qualified name of the provider class inside the bundled jar."""
+
+PROVIDER_CLASS_CONF = "spark.sql.streaming.stateStore.providerClass"
+"""The Spark SQL conf that selects the state store provider."""
+
+CONF_PREFIX = "spark.sql.streaming.stateStore.spillstore."
+"""Prefix of every spillstore option. Spark forwards to a provider only the SQL confs under
+``spark.sql.streaming.stateStore.``, hence the nesting."""
+
+REQUIRED_SPARK_VERSION = "4.3"
+"""The Spark line the bundled jar is compiled against (``4.3.x``)."""
+
+_JARS_CONF = "spark.jars"
+# Where `make jar` (and a wheel build) puts the provider jar.
+_JAR_FILE = Path(__file__).resolve().parent / "jars" / "spillstore.jar"
+
+_OPTION_NAME = re.compile(r"[A-Za-z][A-Za-z0-9_]*")
+
+T = TypeVar("T")
+
+
+class UnsupportedSparkVersionError(RuntimeError):
+    """The installed pyspark is not the Spark line the bundled provider jar is built for."""
+
+
+def jar_path() -> str:
+    """Return the absolute path of the provider jar bundled in this package.
+
+    Raises:
+        FileNotFoundError: the jar is not there, e.g. in a source checkout where it has not
+            been built yet. Run ``make jar`` in the spillstore repository (it builds the jar
+            and copies it into ``python/spillstore/jars/``), or reinstall the package.
+    """
+    if not _JAR_FILE.is_file():
+        raise FileNotFoundError(
+            f"spillstore's provider jar is missing: {_JAR_FILE} does not exist. "
+            "In a source checkout run `make jar` (it builds target/spillstore.jar and copies "
+            "it into python/spillstore/jars/); otherwise reinstall the spillstore package."
+        )
+    return str(_JAR_FILE)
+
+
+def option_key(name: str) -> str:
+    """Return the Spark conf key of a spillstore option.
+
+    ``name`` may be camelCase (``memoryBudgetFraction``) or snake_case
+    (``memory_budget_fraction``); both give
+    ``spark.sql.streaming.stateStore.spillstore.memoryBudgetFraction``.
+    """
+    if not isinstance(name, str) or not _OPTION_NAME.fullmatch(name):
+        raise ValueError(
+            f"invalid spillstore option name {name!r}: expected an identifier such as "
+            "'memoryBudgetFraction' or 'memory_budget_fraction'"
+        )
+    first, *rest = name.split("_")
+    return CONF_PREFIX + first + "".join(part[:1].upper() + part[1:] for part in rest)
+
+
+def _render(name: str, value: Any) -> str:
+    """Render an option value the way Spark parses confs (booleans lower-case)."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, (int, float, str)):
+        return str(value)
+    raise TypeError(
+        f"spillstore option {name!r} must be a bool, int, float or str, "
+        f"not {type(value).__name__}"
+    )
+
+
+def _check_spark_version() -> None:
+    import pyspark
+
+    installed = getattr(pyspark, "__version__", "unknown")
+    if not re.match(re.escape(REQUIRED_SPARK_VERSION) + r"(\.|$)", installed):
+        from . import __version__
+
+        raise UnsupportedSparkVersionError(
+            f"spillstore {__version__} requires pyspark {REQUIRED_SPARK_VERSION}.x (its provider "
+            f"jar is compiled against the Spark {REQUIRED_SPARK_VERSION} state store API), but "
+            f"the installed pyspark is {installed}. Install pyspark=={REQUIRED_SPARK_VERSION}.0."
+        )
+
+
+def _same_jar(entry: str, jar: str) -> bool:
+    path = re.sub(r"^file:(//)?", "", entry.strip())
+    return path == jar or os.path.realpath(path) == os.path.realpath(jar)
+
+
+def _with_jar(existing: str | None, jar: str) -> str:
+    entries = [e.strip() for e in (existing or "").split(",") if e.strip()]
+    if not any(_same_jar(e, jar) for e in entries):
+        entries.append(jar)
+    return ",".join(entries)
+
+
+def configure(builder_or_conf: T, /, **options: Union[bool, int, float, str]) -> T:
+    """Make a Spark session use spillstore as its state store provider.
+
+    Like delta-spark's ``configure_spark_with_delta_pip``, call it on the builder (or the
+    ``SparkConf``) before the session is created::
+
+        builder = SparkSession.builder.master("local[2]")
+        spark = spillstore.configure(builder, memory_budget_fraction=0.3).getOrCreate()
+
+    It
+
+    * appends the bundled provider jar to ``spark.jars``, keeping the jars already listed there
+      (and not adding it twice),
+    * sets ``spark.sql.streaming.stateStore.providerClass`` to :data:`PROVIDER_CLASS`,
+    * sets each keyword option as ``spark.sql.streaming.stateStore.spillstore.<name>``;
+      names may be camelCase or snake_case (converted to camelCase), booleans are rendered
+      as ``true``/``false``.
+
+    ``spark.jars`` is a static conf: it only takes effect when the session (its JVM) is
+    created by this builder, not on an already running session. Set other jars before
+    calling ``configure``, or they would replace the provider jar.
+
+    Args:
+        builder_or_conf: a ``pyspark.sql.SparkSession.Builder`` or a ``pyspark.SparkConf``.
+        **options: spillstore provider options.
+
+    Returns:
+        The same builder or conf, so calls can be chained.
+
+    Raises:
+        UnsupportedSparkVersionError: the installed pyspark is not 4.3.x.
+        FileNotFoundError: the bundled jar is missing (see :func:`jar_path`).
+        TypeError: ``builder_or_conf`` is neither a builder nor a conf, or an option value
+            has an unsupported type.
+        ValueError: an option name is not an identifier.
+    """
+    from pyspark import SparkConf
+
+    _check_spark_version()
+    settings = {option_key(name): _render(name, value) for name, value in options.items()}
+    jar = jar_path()
+
+    if isinstance(builder_or_conf, SparkConf):
+        conf = builder_or_conf
+        conf.set(_JARS_CONF, _with_jar(conf.get(_JARS_CONF), jar))
+        conf.set(PROVIDER_CLASS_CONF, PROVIDER_CLASS)
+        for key, value in settings.items():
+            conf.set(key, value)
+        return builder_or_conf
+
+    if not callable(getattr(builder_or_conf, "config", None)):
+        raise TypeError(
+            "configure() expects a pyspark.sql.SparkSession.Builder or a pyspark.SparkConf, "
+            f"not {type(builder_or_conf).__name__}"
+        )
+    builder: Any = builder_or_conf
+    # The Builder has no public getter. pyspark keeps everything passed to .config()/.master()/
+    # .appName() in the dict `_options` until getOrCreate(), so read the jars already set there;
+    # otherwise setting spark.jars here would silently drop them.
+    known = getattr(builder, "_options", None)
+    if isinstance(known, dict):
+        existing = known.get(_JARS_CONF)
+    else:
+        existing = None
+        warnings.warn(
+            "cannot read spark.jars from this builder (no `_options`); spark.jars is set to the "
+            "spillstore jar alone",
+            RuntimeWarning,
+            stacklevel=2,
+        )
+    builder.config(_JARS_CONF, _with_jar(None if existing is None else str(existing), jar))
+    builder.config(PROVIDER_CLASS_CONF, PROVIDER_CLASS)
+    for key, value in settings.items():
+        builder.config(key, value)
+    return builder_or_conf

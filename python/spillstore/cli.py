@@ -1,0 +1,254 @@
+"""Command line: ``python -m spillstore demo``.
+
+The demo starts a local Spark session configured through :func:`spillstore.configure`, runs a
+streaming count + sum per key over a skewed generated stream for a fixed number of
+micro-batches, and prints what the state store did in each batch.
+"""
+
+from __future__ import annotations
+
+import argparse
+import shutil
+import sys
+import tempfile
+import time
+from typing import Any, Optional, Sequence
+
+from ._config import PROVIDER_CLASS, PROVIDER_CLASS_CONF, configure
+from .metrics import cache_hit_ratio, state_metrics
+
+__all__ = ["main"]
+
+_PROVIDERS = {
+    "spillstore": PROVIDER_CLASS,
+    "hdfs": "org.apache.spark.sql.execution.streaming.state.HDFSBackedStateStoreProvider",
+    "rocksdb": "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider",
+}
+
+_COLUMNS = (
+    ("batch", 5),
+    ("input rows", 10),
+    ("rows/s", 9),
+    ("state rows", 10),
+    ("commit ms", 9),
+    ("journal", 10),
+    ("heap", 10),
+    ("hit ratio", 9),
+)
+
+
+def _fmt_bytes(n: Optional[int]) -> str:
+    if n is None:
+        return "-"
+    value = float(n)
+    for unit in ("B", "KiB", "MiB", "GiB"):
+        if value < 1024 or unit == "GiB":
+            return f"{int(value)} B" if unit == "B" else f"{value:.1f} {unit}"
+        value /= 1024
+    raise AssertionError("unreachable")
+
+
+def _fmt_int(n: Optional[float]) -> str:
+    return "-" if n is None else f"{int(round(n)):,}"
+
+
+def _fmt_ratio(r: Optional[float]) -> str:
+    return "-" if r is None else f"{r:.1%}"
+
+
+def _row(cells: Sequence[str]) -> str:
+    return "  ".join(cell.rjust(width) for cell, (_, width) in zip(cells, _COLUMNS))
+
+
+def _parse_option(text: str) -> tuple[str, str]:
+    name, sep, value = text.partition("=")
+    if not sep or not name:
+        raise argparse.ArgumentTypeError(f"expected NAME=VALUE, got {text!r}")
+    return name.strip(), value.strip()
+
+
+def _skewed_key(keys: int) -> Any:
+    """A key in [0, keys) with a log-uniform (Zipf-like, P(k) ~ 1/k) distribution, computed
+    from the rate source's ``value``: key 0 gets ~ln 2/ln(keys+1) of the rows, most keys are
+    cold."""
+    from pyspark.sql import functions as F
+
+    uniform = F.pmod(F.xxhash64("value"), F.lit(1_000_003)) / F.lit(1_000_003.0)
+    return (F.floor(F.pow(F.lit(float(keys + 1)), uniform)) - 1).cast("long")
+
+
+def _demo(args: argparse.Namespace) -> int:
+    from pyspark.sql import SparkSession
+    from pyspark.sql import functions as F
+
+    builder = (
+        SparkSession.builder.master("local[2]")
+        .appName("spillstore-demo")
+        .config("spark.ui.enabled", "false")
+        .config("spark.sql.shuffle.partitions", "4")
+        .config("spark.sql.session.timeZone", "UTC")
+    )
+    if args.provider == "spillstore":
+        configure(builder, **dict(args.option))
+    else:
+        if args.option:
+            print("--option applies to the spillstore provider only", file=sys.stderr)
+            return 2
+        builder.config(PROVIDER_CLASS_CONF, _PROVIDERS[args.provider])
+
+    spark = builder.getOrCreate()
+    spark.sparkContext.setLogLevel("ERROR")
+    checkpoint = tempfile.mkdtemp(prefix="spillstore-demo-")
+    query = None
+    try:
+        provider = spark.conf.get(PROVIDER_CLASS_CONF)
+        print(
+            f"spillstore demo: provider {provider}, {args.batches} batches of ~"
+            f"{args.rows_per_second:,} rows (trigger every {args.trigger_seconds:g} s), "
+            f"{args.keys:,} skewed keys, count + sum per key, update mode"
+        )
+        stream = (
+            spark.readStream.format("rate")
+            .option("rowsPerSecond", args.rows_per_second)
+            .option("numPartitions", 2)
+            .load()
+        )
+        counts = (
+            stream.select(_skewed_key(args.keys).alias("key"), "value")
+            .groupBy("key")
+            .agg(F.count("*").alias("count"), F.sum("value").alias("sum"))
+        )
+        query = (
+            counts.writeStream.queryName("spillstore_demo")
+            .outputMode("update")
+            .format("noop")
+            .option("checkpointLocation", checkpoint)
+            .trigger(processingTime=f"{args.trigger_seconds} seconds")
+            .start()
+        )
+        print(_row([name for name, _ in _COLUMNS]))
+        progresses = _follow(query, args.batches, timeout_s=60 + 30 * args.batches)
+    finally:
+        if query is not None:
+            query.stop()
+        spark.stop()
+        shutil.rmtree(checkpoint, ignore_errors=True)
+    if progresses is None:
+        return 1
+    _summary(progresses)
+    return 0
+
+
+def _follow(query: Any, batches: int, timeout_s: float) -> Optional[list[dict[str, Any]]]:
+    """Print one line per completed micro-batch until ``batches`` of them have completed."""
+    done: list[dict[str, Any]] = []
+    deadline = time.monotonic() + timeout_s
+    while len(done) < batches:
+        if not query.isActive:
+            print(f"the query stopped: {query.exception()}", file=sys.stderr)
+            return None
+        if time.monotonic() > deadline:
+            print(f"timed out after {timeout_s:.0f} s waiting for {batches} batches",
+                  file=sys.stderr)
+            return None
+        last = done[-1]["batchId"] if done else -1
+        for progress in query.recentProgress:
+            if progress["batchId"] > last and len(done) < batches:
+                done.append(progress)
+                _print_batch(progress)
+        time.sleep(0.2)
+    return done
+
+
+def _print_batch(progress: dict[str, Any]) -> None:
+    m = state_metrics(progress)
+    print(
+        _row(
+            [
+                str(progress["batchId"]),
+                _fmt_int(progress.get("numInputRows")),
+                _fmt_int(progress.get("processedRowsPerSecond")),
+                _fmt_int(m.get("numRowsTotal")),
+                _fmt_int(m.get("commitTimeMs")),
+                _fmt_bytes(m.get("spillstoreJournalBytes")),
+                _fmt_bytes(m.get("spillstoreHeapBytes")),
+                _fmt_ratio(cache_hit_ratio(m)),
+            ]
+        ),
+        flush=True,
+    )
+
+
+def _summary(progresses: list[dict[str, Any]]) -> None:
+    metrics = [state_metrics(p) for p in progresses]
+    rows = sum(int(p.get("numInputRows", 0)) for p in progresses)
+    busy_ms = sum(int((p.get("durationMs") or {}).get("triggerExecution", 0)) for p in progresses)
+
+    def total(name: str) -> Optional[int]:
+        values = [m[name] for m in metrics if name in m]
+        return sum(values) if values else None
+
+    heap = [m["spillstoreHeapBytes"] for m in metrics if "spillstoreHeapBytes" in m]
+    hits, misses = total("spillstoreCacheHits"), total("spillstoreCacheMisses")
+    ratio = None
+    if hits is not None and misses is not None:
+        ratio = cache_hit_ratio({"spillstoreCacheHits": hits, "spillstoreCacheMisses": misses})
+    print(
+        f"summary: {len(progresses)} batches, {rows:,} input rows in {busy_ms / 1000:.1f} s of "
+        f"batch time ({_fmt_int(rows / (busy_ms / 1000) if busy_ms else None)} rows/s); "
+        f"state rows at the end {_fmt_int(metrics[-1].get('numRowsTotal'))}; "
+        f"journal written {_fmt_bytes(total('spillstoreJournalBytes'))}; "
+        f"peak heap {_fmt_bytes(max(heap) if heap else None)}; "
+        f"cache hit ratio {_fmt_ratio(ratio)}"
+    )
+
+
+def _positive_int(text: str) -> int:
+    value = int(text)
+    if value <= 0:
+        raise argparse.ArgumentTypeError(f"must be positive, got {value}")
+    return value
+
+
+def _positive_float(text: str) -> float:
+    value = float(text)
+    if value <= 0:
+        raise argparse.ArgumentTypeError(f"must be positive, got {value}")
+    return value
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="python -m spillstore", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    demo = commands.add_parser(
+        "demo",
+        help="run a streaming aggregation over a skewed stream and print state store metrics",
+        description="Runs count + sum per key (update mode, noop sink) on local[2] over a rate "
+        "stream whose keys are Zipf-like skewed, for a fixed number of micro-batches, printing "
+        "the state store metrics of each batch.",
+    )
+    demo.add_argument("--batches", type=_positive_int, default=8,
+                      help="micro-batches to run (default: %(default)s)")
+    demo.add_argument("--rows-per-second", type=_positive_int, default=20_000,
+                      help="rate source rows per second (default: %(default)s)")
+    demo.add_argument("--keys", type=_positive_int, default=100_000,
+                      help="number of distinct keys the rows are spread over (default: "
+                      "%(default)s)")
+    demo.add_argument("--trigger-seconds", type=_positive_float, default=1.0,
+                      help="processing-time trigger interval (default: %(default)s)")
+    demo.add_argument("--provider", choices=sorted(_PROVIDERS), default="spillstore",
+                      help="state store provider, to compare with Spark's own (default: "
+                      "%(default)s)")
+    demo.add_argument("--option", type=_parse_option, action="append", default=[],
+                      metavar="NAME=VALUE",
+                      help="a spillstore option, e.g. --option memoryBudgetFraction=0.3 "
+                      "(repeatable)")
+    demo.set_defaults(run=_demo)
+    return parser
+
+
+def main(argv: Optional[Sequence[str]] = None) -> int:
+    """Entry point of ``python -m spillstore``; returns the process exit code."""
+    args = _parser().parse_args(argv)
+    return int(args.run(args))
