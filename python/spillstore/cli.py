@@ -87,6 +87,7 @@ def _demo(args: argparse.Namespace) -> int:
         .config("spark.ui.enabled", "false")
         .config("spark.sql.shuffle.partitions", "4")
         .config("spark.sql.session.timeZone", "UTC")
+        .config("spark.ui.showConsoleProgress", "false")
     )
     if args.provider == "spillstore":
         configure(builder, **dict(args.option))
@@ -230,7 +231,7 @@ def _parser() -> argparse.ArgumentParser:
     )
     demo.add_argument("--batches", type=_positive_int, default=8,
                       help="micro-batches to run (default: %(default)s)")
-    demo.add_argument("--rows-per-second", type=_positive_int, default=20_000,
+    demo.add_argument("--rows-per-second", type=_positive_int, default=10_000,
                       help="rate source rows per second (default: %(default)s)")
     demo.add_argument("--keys", type=_positive_int, default=100_000,
                       help="number of distinct keys the rows are spread over (default: "

@@ -53,7 +53,7 @@ final class SpillStateStore private[spillstore] (
 
   override def iterator(colFamilyName: String): StateStoreIterator[UnsafeRowPair] = {
     checkReadable(colFamilyName)
-    pairs(heap.liveEntries())
+    pairs(heap.numSlots, heap.entryAt)
   }
 
   override def prefixScan(
@@ -61,8 +61,12 @@ final class SpillStateStore private[spillstore] (
     checkReadable(colFamilyName)
     val index = provider.prefixIndex.getOrElse(throw new UnsupportedOperationException(
       s"prefixScan needs a store created with PrefixKeyScanStateEncoderSpec; $this was not"))
-    pairs(index.entriesWithPrefix(prefixKey))
+    val entries = index.entriesWithPrefix(prefixKey)
+    pairs(entries.length, entries)
   }
+
+  override def multiGet(keys: Array[UnsafeRow], colFamilyName: String): Iterator[UnsafeRow] =
+    keys.iterator.map(get(_, colFamilyName))
 
   override def commit(): Long = provider.commit(this)
 
@@ -80,6 +84,7 @@ final class SpillStateStore private[spillstore] (
       SpillStoreMetrics.JournalBytes -> journal.bytes,
       SpillStoreMetrics.JournalRecords -> journal.records,
       SpillStoreMetrics.CommitTime -> journal.millis,
+      SpillStoreMetrics.ForcedSnapshots -> (if (journal.forcedSnapshot) 1L else 0L),
       SpillStoreMetrics.HeapBytes -> heap.estimatedBytes,
       SpillStoreMetrics.HeapEntries -> heap.numLiveEntries)
     StateStoreMetrics(heap.numLiveEntries, heap.estimatedBytes, custom)
@@ -130,20 +135,41 @@ final class SpillStateStore private[spillstore] (
     row
   }
 
-  private def pairs(entries: Array[Entry]): StateStoreIterator[UnsafeRowPair] = {
+  /**
+   * Iterates live entries at positions [0, numSlots) of `slotAt`, re-reading `numSlots` as it
+   * goes so that keys added meanwhile are seen. Like a ConcurrentHashMap iterator it looks one
+   * entry ahead (an iterator that finds nothing left ends, whatever is added later) and returns
+   * an entry's value as of `next()`, or as of the look-ahead if it was removed since.
+   */
+  private def pairs(numSlots: => Int, slotAt: Int => Entry): StateStoreIterator[UnsafeRowPair] = {
+    // (Names differ from Iterator's members on purpose: inside the anonymous class, a `size`
+    // parameter would be shadowed by Iterator.size.)
     val it = new Iterator[UnsafeRowPair] {
       private val pair = new UnsafeRowPair()
       private var i = 0
-      private def skipRemoved(): Unit = while (i < entries.length && !entries(i).isLive) i += 1
-      override def hasNext: Boolean = { skipRemoved(); i < entries.length }
+      private var ahead: Entry = _
+      private var aheadValue: Array[Byte] = _
+      advance()
+
+      private def advance(): Unit = {
+        ahead = null
+        while (ahead == null && i < numSlots) {
+          val e = slotAt(i)
+          i += 1
+          if (e.isLive) { ahead = e; aheadValue = e.value }
+        }
+      }
+
+      override def hasNext: Boolean = ahead != null
+
       override def next(): UnsafeRowPair = {
-        skipRemoved()
-        if (i >= entries.length) throw new NoSuchElementException("no more state entries")
-        val e = entries(i)
-        i += 1
+        if (ahead == null) throw new NoSuchElementException("no more state entries")
         val key = new UnsafeRow(keyFields)
-        key.pointTo(e.key, e.key.length)
-        pair.withRows(key, valueRow(e.value))
+        key.pointTo(ahead.key, ahead.key.length)
+        val current = ahead.value
+        pair.withRows(key, valueRow(if (current != null) current else aheadValue))
+        advance()
+        pair
       }
     }
     new StateStoreIterator(it)
@@ -187,6 +213,6 @@ object SpillStateStore {
   case object Released extends State("released")
   case object Invalidated extends State("invalidated")
 
-  final case class CommitStats(bytes: Long, records: Long, millis: Long)
-  val NoCommit: CommitStats = CommitStats(0, 0, 0)
+  final case class CommitStats(bytes: Long, records: Long, millis: Long, forcedSnapshot: Boolean)
+  val NoCommit: CommitStats = CommitStats(0, 0, 0, forcedSnapshot = false)
 }

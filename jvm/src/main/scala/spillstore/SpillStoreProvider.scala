@@ -189,11 +189,18 @@ class SpillStoreProvider extends StateStoreProvider with Logging {
     loadedVersion = newVersion
     owner = null
     val millis = (System.nanoTime() - start) / 1000000
-    store.committed(newVersion, CommitStats(written.bytes, written.records, millis))
     logDebug(s"Committed $store as version $newVersion (${written.records} changes, " +
       s"${written.bytes} bytes, $millis ms)")
     if (conf.reportCommits) StateStore.reportCommitToCoordinator(newVersion, storeId, hadoopConf)
-    if (store.snapshotOnCommit) snapshot(Some(newVersion))
+    // Spark asks for this when the coordinator sees this store's snapshots lagging. The version
+    // is durable already, so a failed snapshot must not fail the commit.
+    if (store.snapshotOnCommit) {
+      try snapshot(Some(newVersion)) catch {
+        case NonFatal(e) => logWarning(s"Snapshot of version $newVersion of $storeId failed", e)
+      }
+    }
+    store.committed(newVersion,
+      CommitStats(written.bytes, written.records, millis, store.snapshotOnCommit))
     newVersion
   }
 

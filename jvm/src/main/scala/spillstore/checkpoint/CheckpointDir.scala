@@ -5,7 +5,7 @@ import java.io.{FileNotFoundException, FilterOutputStream, OutputStream}
 import scala.util.control.NonFatal
 
 import org.apache.hadoop.conf.Configuration
-import org.apache.hadoop.fs.Path
+import org.apache.hadoop.fs.{FileStatus, Path}
 
 import org.apache.spark.sql.execution.streaming.checkpointing.CheckpointFileManager
 import org.apache.spark.sql.execution.streaming.state.SpillStoreSparkBridge
@@ -53,7 +53,9 @@ final class CheckpointDir(
   }
 
   def list(): CheckpointDir.Listing = {
-    val statuses = try fm.list(path) catch { case _: FileNotFoundException => Array.empty }
+    val statuses = try fm.list(path) catch {
+      case _: FileNotFoundException => Array.empty[FileStatus]
+    }
     val byKind = statuses.toSeq.flatMap(s => CheckpointDir.parse(s.getPath.getName))
     CheckpointDir.Listing(
       journals = byKind.collect { case (StateFile.Journal, v) => v }.toSet,

@@ -15,6 +15,8 @@ final class Entry private[heap] (val hash: Int, val key: Array[Byte]) {
   private[heap] var undo: Array[Byte] = _
   private[heap] var flags: Byte = 0
 
+  /** Position in the tier's dense entry array, which iteration walks. */
+  private[heap] var slot: Int = -1
   private[heap] var chainNext: Entry = _
   private[heap] var lruPrev: Entry = _
   private[heap] var lruNext: Entry = _
@@ -32,10 +34,11 @@ private[heap] object Entry {
 
   /**
    * Heap bytes of an entry beyond its key and value bytes: the object (12 header + 4 hash +
-   * 4 value + 4 undo + 1 flags + 4 key + 3*4 links, padded to 48), two array headers (16 each)
-   * and its slot in the table (4, at the load factor's worst 8).
+   * 4 key + 4 value + 4 undo + 1 flags + 4 slot + 3*4 links, padded to 48), two array headers
+   * (16 each), its reference in the hash table (4, 8 at the load factor's worst) and in the
+   * dense entry array (4, 8 at its growth's worst).
    */
-  final val Overhead = 48 + 16 + 16 + 8
+  final val Overhead = 48 + 16 + 16 + 8 + 8
 
   def bytes(key: Array[Byte], value: Array[Byte]): Long =
     Overhead + key.length + (if (value == null) 0 else value.length)

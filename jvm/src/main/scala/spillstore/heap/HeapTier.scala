@@ -13,8 +13,11 @@ import org.apache.spark.unsafe.hash.Murmur3_x86_32
  * Updates are in place. The first change of a key in a batch records its committed value and
  * appends the entry to the batch's change list, so the change list is the batch's squashed
  * journal, and commit or abort costs what the batch changed, never what the state holds.
- * A removal inside a batch leaves a tombstone (value null) that commit unlinks; until then the
- * table's structure only grows, which is what makes removal during iteration safe.
+ * A removal inside a batch leaves a tombstone (value null) that commit unlinks; until then
+ * entries only get added, which is what makes removal during iteration safe.
+ *
+ * Iteration walks a dense array of all entries by index, so an iterator sees keys added after
+ * it was created (as Spark's default provider's does) and is not disturbed by table growth.
  *
  * Not thread-safe: only the task thread that holds the open store touches it. Snapshots are
  * built from checkpoint files, never from this table.
@@ -24,6 +27,8 @@ final class HeapTier(listener: HeapTier.Listener = HeapTier.NoListener) {
 
   private var table = new Array[Entry](InitialCapacity)
   private var entriesInTable = 0
+  /** All entries in the table, densely; commit and abort fill holes from the end. */
+  private var dense = new Array[Entry](InitialCapacity)
   private var liveCount = 0L
   private var byteCount = 0L
   /** Sentinel of the circular LRU list: `lru.lruNext` is the coldest entry. */
@@ -35,6 +40,10 @@ final class HeapTier(listener: HeapTier.Listener = HeapTier.NoListener) {
   def numLiveEntries: Long = liveCount
   def estimatedBytes: Long = byteCount + table.length.toLong * 4
   def numChanges: Int = changes.size
+
+  /** Entries (live or tombstones) at positions [0, numSlots); see [[entryAt]]. */
+  def numSlots: Int = entriesInTable
+  def entryAt(slot: Int): Entry = dense(slot)
 
   /** The live entry for the key bytes at (base, offset, length), or null. Touches LRU order. */
   def get(base: AnyRef, offset: Long, length: Int, hash: Int): Entry = {
@@ -110,21 +119,13 @@ final class HeapTier(listener: HeapTier.Listener = HeapTier.NoListener) {
     }
   }
 
-  /** The live entries now, coldest first; later changes do not disturb the returned array. */
-  def liveEntries(): Array[Entry] = {
-    val out = new Array[Entry](liveCount.toInt)
-    var n = 0
-    var e = lru.lruNext
-    while (e ne lru) {
-      if (e.isLive) { out(n) = e; n += 1 }
-      e = e.lruNext
-    }
-    out
-  }
+  /** Entries from least to most recently used: the order the cold tier will evict in. */
+  def coldestFirst(): Iterator[Entry] = Iterator.iterate(lru.lruNext)(_.lruNext).takeWhile(_ ne lru)
 
   def clear(): Unit = {
     listener.cleared()
     table = new Array[Entry](InitialCapacity)
+    dense = new Array[Entry](InitialCapacity)
     entriesInTable = 0
     liveCount = 0
     byteCount = 0
@@ -151,6 +152,9 @@ final class HeapTier(listener: HeapTier.Listener = HeapTier.NoListener) {
     val slot = hash & (table.length - 1)
     e.chainNext = table(slot)
     table(slot) = e
+    if (entriesInTable == dense.length) dense = java.util.Arrays.copyOf(dense, dense.length * 2)
+    e.slot = entriesInTable
+    dense(entriesInTable) = e
     entriesInTable += 1
     byteCount += Entry.bytes(key, null)
     linkLast(e)
@@ -168,6 +172,11 @@ final class HeapTier(listener: HeapTier.Listener = HeapTier.NoListener) {
     e.lruPrev.lruNext = e.lruNext
     e.lruNext.lruPrev = e.lruPrev
     entriesInTable -= 1
+    val last = dense(entriesInTable)
+    dense(e.slot) = last
+    last.slot = e.slot
+    dense(entriesInTable) = null
+    e.slot = -1
     byteCount -= Entry.bytes(e.key, null)
     listener.unlinked(e)
   }

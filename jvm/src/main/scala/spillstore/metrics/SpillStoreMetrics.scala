@@ -17,11 +17,15 @@ object SpillStoreMetrics {
     "spillstore: changed keys written to journals")
   val CommitTime = StateStoreCustomTimingMetric("spillstoreCommitTimeMs",
     "spillstore: time writing journals on commit")
+  // Named as Spark's HDFS provider names it, so dashboards work across providers.
+  val ForcedSnapshots = StateStoreCustomSumMetric("forceSnapshotCount",
+    "spillstore: snapshots written on commit because Spark asked for one (snapshot lag)")
   val HeapBytes = StateStoreCustomSizeMetric("spillstoreHeapBytes",
     "spillstore: estimated heap bytes of live state", isSnapshot = true)
   val HeapEntries = StateStoreCustomSizeMetric("spillstoreHeapEntries",
     "spillstore: entries held on the heap", isSnapshot = true)
 
   val all: Seq[StateStoreCustomMetric] =
-    Seq(CacheHits, CacheMisses, JournalBytes, JournalRecords, CommitTime, HeapBytes, HeapEntries)
+    Seq(CacheHits, CacheMisses, JournalBytes, JournalRecords, CommitTime, ForcedSnapshots,
+      HeapBytes, HeapEntries)
 }

@@ -1,0 +1,91 @@
+package spillstore.heap
+
+import org.scalatest.funsuite.AnyFunSuite
+
+import org.apache.spark.unsafe.Platform
+
+class HeapTierSuite extends AnyFunSuite {
+  private val Off = Platform.BYTE_ARRAY_OFFSET
+
+  /** 8-byte keys, as UnsafeRow bytes always are a multiple of 8. */
+  private def k(i: Long): Array[Byte] = java.nio.ByteBuffer.allocate(8).putLong(i).array()
+  private def v(s: String): Array[Byte] = s.getBytes("UTF-8")
+
+  private def put(h: HeapTier, i: Long, s: String): Unit = {
+    val key = k(i); h.put(key, Off, 8, HeapTier.hashOf(key), v(s))
+  }
+  private def remove(h: HeapTier, i: Long): Unit = {
+    val key = k(i); h.remove(key, Off, 8, HeapTier.hashOf(key))
+  }
+  private def get(h: HeapTier, i: Long): Option[String] = {
+    val key = k(i)
+    Option(h.get(key, Off, 8, HeapTier.hashOf(key))).map(e => new String(e.value, "UTF-8"))
+  }
+  private def contents(h: HeapTier): Map[Long, String] =
+    (0 until h.numSlots).map(h.entryAt).filter(_.isLive)
+      .map(e => java.nio.ByteBuffer.wrap(e.key).getLong -> new String(e.value, "UTF-8")).toMap
+
+  test("put, get, remove and iteration over many keys with table growth") {
+    val h = new HeapTier()
+    (0L until 5000L).foreach(i => put(h, i, s"v$i"))
+    (0L until 5000L by 2).foreach(i => remove(h, i))
+    assert(h.numLiveEntries === 2500)
+    assert(get(h, 3) === Some("v3"))
+    assert(get(h, 4) === None)
+    h.commitBatch()
+    assert(h.numSlots === 2500)
+    assert(contents(h) === (1L until 5000L by 2).map(i => i -> s"v$i").toMap)
+  }
+
+  test("abort restores the committed state, whatever the batch did to a key") {
+    val h = new HeapTier()
+    put(h, 1, "a"); put(h, 2, "b"); put(h, 3, "c")
+    h.commitBatch()
+    val before = contents(h)
+    val bytesBefore = h.estimatedBytes
+    put(h, 1, "a2"); put(h, 1, "a3")      // updated twice
+    remove(h, 2)                          // removed
+    put(h, 3, "c2"); remove(h, 3)         // updated then removed
+    put(h, 4, "d"); remove(h, 4)          // inserted then removed
+    put(h, 5, "e")                        // inserted
+    assert(h.numChanges === 5)
+    h.abortBatch()
+    assert(contents(h) === before)
+    assert(h.numLiveEntries === 3)
+    assert(h.numSlots === 3)
+    assert(h.estimatedBytes === bytesBefore)
+  }
+
+  test("change list is squashed per key and net changes are identified") {
+    val h = new HeapTier()
+    put(h, 1, "a"); h.commitBatch()
+    (1 to 10).foreach(i => put(h, 1, s"a$i"))
+    put(h, 2, "x"); remove(h, 2)
+    remove(h, 1)
+    val changes = h.changedEntries
+    assert(changes.size === 2)
+    val byKey = changes.map(e => java.nio.ByteBuffer.wrap(e.key).getLong -> e).toMap
+    assert(h.isNetChange(byKey(1)) && !byKey(1).isLive)   // removal of a committed key
+    assert(!h.isNetChange(byKey(2)))                        // born and died in the batch
+  }
+
+  test("LRU order: reads and writes make a key the most recent") {
+    val h = new HeapTier()
+    (1L to 4L).foreach(i => put(h, i, "x"))
+    get(h, 1)
+    put(h, 2, "y")
+    assert(h.coldestFirst().map(e => java.nio.ByteBuffer.wrap(e.key).getLong).toSeq === Seq(3L, 4L, 1L, 2L))
+  }
+
+  test("estimated bytes follow inserts, updates and removals") {
+    val h = new HeapTier()
+    val empty = h.estimatedBytes
+    put(h, 1, "abcd")
+    assert(h.estimatedBytes === empty + Entry.Overhead + 8 + 4)
+    put(h, 1, "ab")
+    assert(h.estimatedBytes === empty + Entry.Overhead + 8 + 2)
+    remove(h, 1)
+    h.commitBatch()
+    assert(h.estimatedBytes === empty)
+  }
+}

@@ -1,0 +1,462 @@
+"""Shared machinery of the end-to-end tests: the test SparkSession, the deterministic
+multi-batch input, the stateful queries under test, and running a query to completion.
+
+Every query reads JSON files with the file source, ``maxFilesPerTrigger=1`` and
+``trigger(availableNow=True)``: file ``i`` is micro-batch ``i`` in every run, whichever state
+store provider keeps the state, so outputs can be compared batch by batch. The sink is a
+``foreachBatch`` that writes each batch's rows (sorted, canonical JSON) to
+``<output dir>/<batch id>.json``; a replayed batch overwrites its file, and a query continued
+in another process (another JVM) writes to the same directory.
+
+Also imported by ``restart_worker.py``, which runs in a fresh Python process and JVM.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import decimal
+import json
+import os
+import re
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable, Iterator, Mapping, Optional, Sequence
+
+import spillstore
+
+SPILLSTORE = spillstore.PROVIDER_CLASS
+DEFAULT = "org.apache.spark.sql.execution.streaming.state.HDFSBackedStateStoreProvider"
+PROVIDER_CONF = spillstore.PROVIDER_CLASS_CONF
+QUERY_TIMEOUT_S = 180
+if os.environ.get("_SPILLSTORE_DEV_NO_JAR"):  # TEMP-DEV: remove before hand-off
+    SPILLSTORE = DEFAULT
+
+# --------------------------------------------------------------------------------------------
+# Session
+
+
+def session_builder() -> Any:
+    """The tests' SparkSession builder (pytest's session fixture and restart_worker.py)."""
+    from pyspark.sql import SparkSession
+
+    # Python workers (applyInPandasWithState) must run this interpreter, which has spillstore,
+    # pandas and pyarrow. pyspark's default is whatever `python3` is first on PATH, and the
+    # `spark.pyspark.python` conf does not change that for a local session started from Python.
+    os.environ["PYSPARK_PYTHON"] = sys.executable
+    builder = (
+        SparkSession.builder.master("local[2]")
+        .appName("spillstore-tests")
+        .config("spark.ui.enabled", "false")
+        .config("spark.ui.showConsoleProgress", "false")
+        .config("spark.driver.memory", "1g")
+        .config("spark.sql.shuffle.partitions", "2")
+        .config("spark.default.parallelism", "2")
+        .config("spark.sql.session.timeZone", "UTC")
+    )
+    if os.environ.get("_SPILLSTORE_DEV_NO_JAR"):  # TEMP-DEV: remove before hand-off
+        return builder
+    try:
+        return spillstore.configure(builder)
+    except FileNotFoundError as e:
+        raise FileNotFoundError(
+            f"{e}\nThe end-to-end tests run the real provider: build it with `make jar`."
+        ) from None
+
+
+def start_session() -> Any:
+    """Create (or get) the tests' SparkSession. Python workers import this module too (the
+    applyInPandasWithState function lives here), so it is shipped with addPyFile."""
+    session = session_builder().getOrCreate()
+    session.sparkContext.setLogLevel("ERROR")
+    session.sparkContext.addPyFile(__file__)
+    return session
+
+
+# --------------------------------------------------------------------------------------------
+# Input: every source is a list of micro-batches, every batch a list of rows.
+#
+# Event time `t` is in seconds; every watermark is 10 s behind the max event time.
+# The watermark a batch runs with is the one computed at the end of the previous batch:
+#   batch:       0     1     2     3     4     (5: the no-data batch availableNow adds)
+#   watermark:   0     0     8    23    35     61
+
+EVENTS_SCHEMA = "id LONG, key STRING, value LONG, t LONG"
+EVENTS: list[list[tuple[int, str, int, int]]] = [
+    # (id, key, value, t)
+    [(1, "a", 1, 1), (2, "b", 2, 2), (3, "a", 3, 5), (4, "c", 4, 8), (20, "h", 20, 3)],
+    # updates of a (same window), new keys d, exact duplicate of id 3, a in a new window
+    [(5, "a", 5, 6), (6, "d", 6, 12), (7, "b", 7, 15), (3, "a", 3, 5), (8, "a", 8, 18)],
+    # b@9 is not late (watermark 8) and updates the first window; id 7 again 7 s later
+    [(9, "a", 9, 25), (10, "e", 10, 31), (11, "b", 11, 9), (12, "d", 12, 33), (7, "b", 7, 22)],
+    # a@4 and d@12 are late (watermark 23): dropped; id 7 again within its watermark
+    [(13, "a", 13, 4), (14, "c", 14, 27), (6, "d", 6, 12), (15, "f", 15, 45), (7, "b", 7, 40)],
+    # id 16 twice in one batch; id 1 again long after its dedup state expired; c@20 late;
+    # h again after its applyInPandasWithState state timed out and was removed (batch 3)
+    [(16, "a", 16, 70), (16, "a", 16, 70), (17, "e", 17, 38), (18, "b", 18, 71),
+     (1, "g", 1, 50), (19, "c", 19, 20), (21, "h", 21, 60)],
+]
+
+IMPRESSIONS_SCHEMA = "imp_id LONG, imp_key STRING, t LONG"
+IMPRESSIONS: list[list[tuple[int, str, int]]] = [
+    [(1, "a", 1), (2, "b", 2), (3, "c", 4)],
+    [(4, "a", 12), (5, "d", 14)],
+    [(6, "b", 30), (7, "e", 33)],
+    [(8, "a", 50)],
+    [(9, "f", 80)],
+]
+CLICKS_SCHEMA = "click_id LONG, click_key STRING, t LONG"
+CLICKS: list[list[tuple[int, str, int]]] = [
+    [(101, "a", 3)],  # impression 1, same batch
+    [(102, "b", 8), (103, "a", 15), (104, "z", 14)],  # impressions 2 (earlier batch) and 4
+    [(105, "d", 20), (106, "c", 40)],  # impression 5; c@40 is past impression 3's range
+    [(107, "b", 35)],  # impression 6
+    [(108, "a", 55)],  # impression 8
+]
+
+SOURCES: dict[str, tuple[str, Sequence[Sequence[tuple[Any, ...]]]]] = {
+    "events": (EVENTS_SCHEMA, EVENTS),
+    "impressions": (IMPRESSIONS_SCHEMA, IMPRESSIONS),
+    "clicks": (CLICKS_SCHEMA, CLICKS),
+}
+NUM_BATCHES = len(EVENTS)
+assert all(len(batches) == NUM_BATCHES for _, batches in SOURCES.values())
+
+# File i gets modification time _MTIME_BASE + 10 * i: the file source orders by mtime, and
+# files written after a restart must come after the ones already read.
+_MTIME_BASE = 1_700_000_000
+
+
+def write_input(input_dir: Path, source: str, batches: range) -> None:
+    """Write the given batches of ``source`` as one JSON-lines file each into ``input_dir``."""
+    schema, data = SOURCES[source]
+    columns = [c.split()[0] for c in schema.split(",")]
+    input_dir.mkdir(parents=True, exist_ok=True)
+    for i in batches:
+        path = input_dir / f"part-{i:04d}.json"
+        tmp = input_dir / f".part-{i:04d}.json.tmp"
+        with open(tmp, "w") as f:
+            for row in data[i]:
+                f.write(json.dumps(dict(zip(columns, row))) + "\n")
+        os.utime(tmp, (_MTIME_BASE + 10 * i, _MTIME_BASE + 10 * i))
+        os.replace(tmp, path)  # the file source ignores names starting with '.'
+
+
+def write_inputs(workdir: Path, sources: Sequence[str], batches: range) -> dict[str, Path]:
+    dirs = {source: workdir / "input" / source for source in sources}
+    for source, path in dirs.items():
+        write_input(path, source, batches)
+    return dirs
+
+
+# --------------------------------------------------------------------------------------------
+# The queries under test
+
+Streams = Mapping[str, Any]  # source name -> streaming DataFrame with an event-time column ts
+
+
+def _agg_update_by_key(s: Streams) -> Any:
+    from pyspark.sql import functions as F
+
+    return s["events"].groupBy("key").agg(F.count("*").alias("n"), F.sum("value").alias("total"))
+
+
+def _agg_window(s: Streams) -> Any:
+    from pyspark.sql import functions as F
+
+    return (
+        s["events"].withWatermark("ts", "10 seconds")
+        .groupBy(F.window("ts", "10 seconds"), "key")
+        .agg(F.count("*").alias("n"), F.sum("value").alias("total"))
+    )
+
+
+def _dedup(s: Streams) -> Any:
+    return s["events"].withWatermark("ts", "10 seconds").dropDuplicates(["id", "ts"])
+
+
+def _dedup_within_watermark(s: Streams) -> Any:
+    return s["events"].withWatermark("ts", "10 seconds").dropDuplicatesWithinWatermark(["id"])
+
+
+def _session_window(s: Streams) -> Any:
+    from pyspark.sql import functions as F
+
+    return (
+        s["events"].withWatermark("ts", "10 seconds")
+        .groupBy(F.session_window("ts", "5 seconds"), "key")
+        .agg(F.count("*").alias("n"), F.sum("value").alias("total"))
+    )
+
+
+def _count_until_timeout(key: tuple[Any, ...], pdfs: Iterator[Any], state: Any) -> Iterator[Any]:
+    """applyInPandasWithState function: running count/sum per key; when no event came for
+    10 s of event time (event-time timeout), emit the final values and remove the state."""
+    import pandas as pd
+
+    if state.hasTimedOut:
+        n, total, _ = state.get
+        state.remove()
+        yield pd.DataFrame({"key": [key[0]], "n": [n], "total": [total], "status": ["expired"]})
+        return
+    n, total, last_ms = state.get if state.exists else (0, 0, 0)
+    for pdf in pdfs:
+        n += len(pdf)
+        total += int(pdf["value"].sum())
+        last_ms = max(last_ms, int(pdf["t"].max()) * 1000)
+    state.update((int(n), int(total), int(last_ms)))
+    state.setTimeoutTimestamp(max(last_ms + 10_000, state.getCurrentWatermarkMs() + 1))
+    yield pd.DataFrame({"key": [key[0]], "n": [n], "total": [total], "status": ["active"]})
+
+
+def _apply_in_pandas_with_state(s: Streams) -> Any:
+    from pyspark.sql.streaming.state import GroupStateTimeout
+
+    return (
+        s["events"].withWatermark("ts", "10 seconds")
+        .groupBy("key")
+        .applyInPandasWithState(
+            _count_until_timeout,
+            outputStructType="key STRING, n LONG, total LONG, status STRING",
+            stateStructType="n LONG, total LONG, last_ms LONG",
+            outputMode="update",
+            timeoutConf=GroupStateTimeout.EventTimeTimeout,
+        )
+    )
+
+
+def _join(how: str) -> Callable[[Streams], Any]:
+    def build(s: Streams) -> Any:
+        from pyspark.sql import functions as F
+
+        imps = s["impressions"].withColumnRenamed("ts", "imp_ts").withWatermark(
+            "imp_ts", "10 seconds").drop("t")
+        clicks = s["clicks"].withColumnRenamed("ts", "click_ts").withWatermark(
+            "click_ts", "10 seconds").drop("t")
+        condition = F.expr(
+            "imp_key = click_key AND click_ts >= imp_ts "
+            "AND click_ts <= imp_ts + interval 10 seconds"
+        )
+        return imps.join(clicks, condition, how)
+
+    return build
+
+
+def _global_limit(s: Streams) -> Any:
+    return s["events"].limit(7)
+
+
+@dataclass(frozen=True)
+class QuerySpec:
+    name: str
+    sources: tuple[str, ...]
+    output_mode: str
+    build: Callable[[Streams], Any]
+    evicts: bool  # the data makes the watermark remove state
+
+
+QUERIES: dict[str, QuerySpec] = {
+    q.name: q
+    for q in [
+        QuerySpec("agg_update_by_key", ("events",), "update", _agg_update_by_key, False),
+        QuerySpec("agg_update_window", ("events",), "update", _agg_window, True),
+        QuerySpec("agg_append_window", ("events",), "append", _agg_window, True),
+        QuerySpec("dedup", ("events",), "append", _dedup, True),
+        QuerySpec("dedup_within_watermark", ("events",), "append", _dedup_within_watermark,
+                  True),
+        QuerySpec("apply_in_pandas_with_state", ("events",), "update",
+                  _apply_in_pandas_with_state, True),
+        QuerySpec("session_window", ("events",), "append", _session_window, True),
+        QuerySpec("join_inner", ("impressions", "clicks"), "append", _join("inner"), True),
+        QuerySpec("join_left_outer", ("impressions", "clicks"), "append", _join("left_outer"),
+                  True),
+        QuerySpec("global_limit", ("events",), "append", _global_limit, False),
+    ]
+}
+
+
+def streams(spark: Any, input_dirs: Mapping[str, Path]) -> dict[str, Any]:
+    from pyspark.sql import functions as F
+
+    return {
+        source: spark.readStream.schema(SOURCES[source][0])
+        .option("maxFilesPerTrigger", 1)
+        .json(str(path))
+        .withColumn("ts", F.timestamp_seconds("t"))
+        for source, path in input_dirs.items()
+    }
+
+
+# --------------------------------------------------------------------------------------------
+# Running a query to completion and reading what it did
+
+Outputs = dict[int, list[str]]  # batch id -> the batch's rows, canonical JSON, sorted
+
+
+def _plain(value: Any) -> Any:
+    if isinstance(value, dict):
+        return {k: _plain(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_plain(v) for v in value]
+    if isinstance(value, (dt.datetime, dt.date)):
+        return value.isoformat()
+    if isinstance(value, decimal.Decimal):
+        return str(value)
+    return value
+
+
+def canonical(row: Any) -> str:
+    return json.dumps(_plain(row.asDict(recursive=True)), sort_keys=True)
+
+
+_CRASH = "injected crash after the state commit of batch"
+
+
+def _batch_writer(output_dir: Path, crash_at: Optional[int]) -> Callable[[Any, int], None]:
+    def write(batch_df: Any, batch_id: int) -> None:
+        # collect() runs the stateful tasks: when it returns, the batch's state is committed.
+        rows = sorted(canonical(r) for r in batch_df.collect())
+        if batch_id == crash_at:
+            # The query dies before the batch reaches the commit log, so a restart runs this
+            # batch again on top of the state version before it, which was already overwritten
+            # once.
+            raise RuntimeError(f"{_CRASH} {batch_id}")
+        tmp = output_dir / f".{batch_id}.json.tmp"
+        tmp.write_text(json.dumps(rows, indent=0))
+        os.replace(tmp, output_dir / f"{batch_id}.json")
+
+    return write
+
+
+@dataclass
+class Run:
+    checkpoint: Path
+    output_dir: Path
+    progress: list[dict[str, Any]]
+
+    @property
+    def outputs(self) -> Outputs:
+        return read_outputs(self.output_dir)
+
+
+def run_query(
+    spark: Any,
+    query: str,
+    input_dirs: Mapping[str, Path],
+    checkpoint: Path,
+    output_dir: Path,
+    provider: str,
+    crash_at: Optional[int] = None,
+) -> Run:
+    """Run ``query`` with ``trigger(availableNow=True)`` until it has read every input file,
+    its state kept by ``provider`` (for a new checkpoint; an existing one keeps its own).
+
+    With ``crash_at``, the query fails in batch ``crash_at`` after its state was committed
+    and before the batch was; the Run returned is the failed run's."""
+    spec = QUERIES[query]
+    output_dir.mkdir(parents=True, exist_ok=True)
+    previous = spark.conf.get(PROVIDER_CONF, None)
+    spark.conf.set(PROVIDER_CONF, provider)
+    try:
+        df = spec.build(streams(spark, {s: input_dirs[s] for s in spec.sources}))
+        handle = (
+            df.writeStream.outputMode(spec.output_mode)
+            .foreachBatch(_batch_writer(output_dir, crash_at))
+            .option("checkpointLocation", str(checkpoint))
+            .trigger(availableNow=True)
+            .start()
+        )
+        error: Any = None
+        try:
+            finished = handle.awaitTermination(QUERY_TIMEOUT_S)
+        except Exception as e:  # a failed query raises StreamingQueryException here
+            finished, error = True, e
+        finally:
+            if handle.isActive:
+                handle.stop()
+        error = error or handle.exception()
+        progress = handle.recentProgress
+        if crash_at is not None:
+            assert error is not None and _CRASH in str(error), (
+                f"query {query} with {provider} was to crash at batch {crash_at}: {error}")
+            return Run(checkpoint, output_dir, progress)
+        if error is not None:
+            raise AssertionError(f"query {query} with {provider} failed: {error}")
+        assert finished, f"query {query} did not finish within {QUERY_TIMEOUT_S} s"
+        return Run(checkpoint, output_dir, progress)
+    finally:
+        if previous is None:
+            spark.conf.unset(PROVIDER_CONF)
+        else:
+            spark.conf.set(PROVIDER_CONF, previous)
+
+
+def read_outputs(output_dir: Path) -> Outputs:
+    return {
+        int(p.stem): json.loads(p.read_text())
+        for p in output_dir.glob("*.json")
+        if p.stem.isdigit()
+    }
+
+
+def all_rows(outputs: Outputs) -> list[str]:
+    """Every row output by any batch, sorted (batch boundaries forgotten)."""
+    return sorted(row for rows in outputs.values() for row in rows)
+
+
+def rows_of(outputs: Outputs) -> list[dict[str, Any]]:
+    return [json.loads(row) for row in all_rows(outputs)]
+
+
+def describe_difference(actual: Outputs, expected: Outputs, actual_name: str,
+                        expected_name: str) -> str:
+    """Batch by batch, the rows only one of two outputs has (empty when they are equal)."""
+    lines = []
+    for batch in sorted(set(actual) | set(expected)):
+        if batch not in actual or batch not in expected:
+            present = actual_name if batch in actual else expected_name
+            lines.append(f"batch {batch}: only in the {present} run")
+            continue
+        a, e = actual[batch], expected[batch]
+        if a != e:
+            lines.append(f"batch {batch}:")
+            lines += [f"  only {actual_name}:  {row}" for row in a if row not in e]
+            lines += [f"  only {expected_name}: {row}" for row in e if row not in a]
+            if sorted(set(a)) == sorted(set(e)):
+                lines.append(f"  same rows, different multiplicity: {a} vs {e}")
+    return "\n".join(lines)
+
+
+def checkpoint_provider(checkpoint: Path) -> set[str]:
+    """The provider classes recorded in the checkpoint's offset log (one per batch)."""
+    classes = set()
+    for path in (checkpoint / "offsets").iterdir():
+        if path.name.isdigit():
+            metadata = json.loads(path.read_text().splitlines()[1])
+            classes.add(metadata["conf"][PROVIDER_CONF])
+    return classes
+
+
+def committed_batches(checkpoint: Path) -> list[int]:
+    return sorted(int(p.name) for p in (checkpoint / "commits").iterdir() if p.name.isdigit())
+
+
+_STATE_FILE = re.compile(r"(\d+)\.(\w+)")
+
+
+def state_files(checkpoint: Path) -> dict[Path, dict[str, set[int]]]:
+    """Per state store directory under ``state/<operator>/<partition>[/<store name>]``: the
+    versions present for each data-file suffix (``journal``, ``snapshot``, ``delta``, ...)."""
+    stores: dict[Path, dict[str, set[int]]] = {}
+    for path in (checkpoint / "state").rglob("*"):
+        m = _STATE_FILE.fullmatch(path.name)
+        if path.is_file() and m and "_metadata" not in path.parts:
+            versions = stores.setdefault(path.parent, {}).setdefault(m.group(2), set())
+            versions.add(int(m.group(1)))
+    return stores
+
+
+def metric_totals(progress: Sequence[Mapping[str, Any]], name: str) -> Optional[int]:
+    """``name`` summed over all batches and state operators; None if never reported."""
+    values = [m[name] for m in map(spillstore.state_metrics, progress) if name in m]
+    return sum(values) if values else None
