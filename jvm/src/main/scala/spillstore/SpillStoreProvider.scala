@@ -160,13 +160,14 @@ class SpillStoreProvider extends StateStoreProvider with Logging {
   private[spillstore] def isOwner(store: SpillStateStore): Boolean = owner eq store
 
   private[spillstore] def commit(store: SpillStateStore): Long = synchronized {
+    if (store.state == SpillStateStore.Invalidated ||
+      (store.state == SpillStateStore.Updating && store.isWritable && !isOwner(store))) {
+      throw new IllegalStateException(
+        s"Cannot commit $store: a newer attempt replaced it; its changes were discarded")
+    }
     if (store.state != SpillStateStore.Updating || !store.isWritable) {
       throw new IllegalStateException(s"Cannot commit $store: it is ${store.state.name}" +
         (if (store.isWritable) "" else " and read-only"))
-    }
-    if (!isOwner(store)) {
-      throw new IllegalStateException(
-        s"Cannot commit $store: a newer attempt replaced it; its changes were discarded")
     }
     val newVersion = store.version + 1
     val start = System.nanoTime()

@@ -1,39 +1,337 @@
 package spillstore
 
+import java.io.File
 import java.nio.file.Files
 import java.util.UUID
+
+import scala.util.Random
 
 import org.apache.hadoop.conf.Configuration
 import org.scalatest.funsuite.AnyFunSuite
 
+import org.apache.spark.SparkException
 import org.apache.spark.sql.catalyst.expressions.{GenericInternalRow, UnsafeProjection, UnsafeRow}
 import org.apache.spark.sql.execution.streaming.state._
 import org.apache.spark.sql.internal.SQLConf
 import org.apache.spark.sql.types._
+import org.apache.spark.unsafe.types.UTF8String
 
 class SpillStoreProviderSuite extends AnyFunSuite {
-  private val keySchema = StructType(Seq(StructField("k", LongType)))
-  private val valueSchema = StructType(Seq(StructField("v", LongType)))
-  private val keyProj = UnsafeProjection.create(keySchema)
-  private val valueProj = UnsafeProjection.create(valueSchema)
-  private def key(i: Long): UnsafeRow = keyProj(new GenericInternalRow(Array[Any](i)))
-  private def value(i: Long): UnsafeRow = valueProj(new GenericInternalRow(Array[Any](i)))
+  import SpillStoreProviderSuite._
 
-  private def newProvider(dir: String = Files.createTempDirectory("spill").toString): SpillStoreProvider = {
-    val p = new SpillStoreProvider
-    val hadoopConf = new Configuration
-    p.init(StateStoreId(dir, 0, 0), keySchema, valueSchema, NoPrefixKeyStateEncoderSpec(keySchema),
-      useColumnFamilies = false, new StateStoreConf(new SQLConf), hadoopConf,
-      useMultipleValuesPerKey = false, stateSchemaProvider = None)
-    p
+  test("commit writes one journal with only the batch's squashed changes") {
+    withProvider() { (p, dir) =>
+      val s0 = p.getStore(0)
+      (1L to 10000L).foreach(i => s0.put(key(i), value(i)))
+      assert(s0.commit() === 1)
+      val s1 = p.getStore(1)
+      (1 to 10).foreach(n => s1.put(key(5), value(n)))   // ten updates of one key
+      s1.put(key(20000), value(1))                        // a new key
+      s1.remove(key(7))                                   // a removal
+      s1.put(key(30000), value(1)); s1.remove(key(30000)) // born and gone: no record
+      assert(s1.commit() === 2)
+      assert(customMetric(s1, "spillstoreJournalRecords") === 3)
+      assert(customMetric(s1, "spillstoreJournalBytes") === new File(dir, "2.journal").length())
+      assert(s1.metrics.numKeys === 10000)
+      assert(readAll(dir, 2) === (1L to 10000L).filter(_ != 7).map(i => i -> (if (i == 5) 10L else i)).toMap + (20000L -> 1L))
+    }
   }
 
-  test("iterator sees puts") {
-    val p = newProvider()
-    val s = p.getStore(0)
-    assert(s.iterator().isEmpty)
-    s.put(key(1), value(1))
-    assert(s.iterator().nonEmpty)
-    assert(s.iterator().map(_.key.getLong(0)).toSeq === Seq(1L))
+  test("abort restores version N-1 in place, and the next batch starts from it") {
+    withProvider() { (p, _) =>
+      val s0 = p.getStore(0)
+      (1L to 100L).foreach(i => s0.put(key(i), value(i)))
+      s0.commit()
+      val s1 = p.getStore(1)
+      s1.put(key(1), value(-1)); s1.remove(key(2)); s1.put(key(500), value(5))
+      s1.abort()
+      assert(!s1.hasCommitted)
+      val again = p.getStore(1)
+      assert(contents(again) === (1L to 100L).map(i => i -> i).toMap)
+      again.abort()
+    }
+  }
+
+  test("getStore of an older or newer version yields exactly that version") {
+    withProvider() { (p, dir) =>
+      val expected = commitVersions(p, versions = 6, seed = 1)
+      for (v <- Seq(3, 6, 1, 5, 0, 2)) {
+        val s = p.getStore(v)
+        assert(contents(s) === expected(v), s"version $v")
+        s.abort()
+      }
+      // A second provider commits 7 and 8; the first one rolls forward from 6 by journals.
+      withProvider(rootOf(dir)) { (other, _) =>
+        val s = other.getStore(6)
+        s.put(key(1), value(77)); s.commit()
+        val t = other.getStore(7)
+        t.remove(key(1)); t.commit()
+      }
+      val s8 = p.getStore(8)
+      assert(contents(s8) === (expected(6) - 1L))
+      s8.abort()
+    }
+  }
+
+  test("random workload: every version reloads exactly, across snapshots and cleanup") {
+    val sqlConf = new SQLConf
+    sqlConf.setConf(SQLConf.STATE_STORE_MIN_DELTAS_FOR_SNAPSHOT, 3)
+    sqlConf.setConf(SQLConf.MIN_BATCHES_TO_RETAIN, 5)
+    withProvider(sqlConf = sqlConf) { (p, dir) =>
+      val expected = commitVersions(p, versions = 30, seed = 7, maintain = true)
+      val listed = new File(dir).list().toSeq
+      assert(listed.exists(_.endsWith(".snapshot")), listed)
+      assert(!listed.contains("1.journal"), s"cleanup kept old journals: $listed")
+      // Every version within retention loads exactly, in a fresh provider (a new executor).
+      for (v <- 25 to 30) withProvider(rootOf(dir), sqlConf) { (fresh, _) =>
+        val s = fresh.getStore(v)
+        assert(contents(s) === expected(v), s"version $v")
+        s.abort()
+      }
+    }
+  }
+
+  test("snapshots hold the same state as the journals they replace") {
+    val sqlConf = new SQLConf
+    sqlConf.setConf(SQLConf.STATE_STORE_MIN_DELTAS_FOR_SNAPSHOT, 1)
+    withProvider(sqlConf = sqlConf) { (p, dir) =>
+      val expected = commitVersions(p, versions = 8, seed = 3, maintain = true)
+      assert(new File(dir, "8.snapshot").exists())
+      // Remove every journal: version 8 must come from its snapshot alone.
+      new File(dir).listFiles().filter(_.getName.endsWith(".journal")).foreach(_.delete())
+      withProvider(rootOf(dir), sqlConf) { (fresh, _) =>
+        val s = fresh.getStore(8)
+        assert(contents(s) === expected(8))
+        s.abort()
+      }
+    }
+  }
+
+  test("forceSnapshotOnCommit writes the snapshot before commit returns") {
+    withProvider() { (p, dir) =>
+      val s = p.getStore(0, forceSnapshotOnCommit = true)
+      s.put(key(1), value(1))
+      s.commit()
+      assert(new File(dir, "1.snapshot").exists())
+      assert(customMetric(s, "forceSnapshotCount") === 1)
+    }
+  }
+
+  test("a missing journal fails the load with an error naming the file") {
+    withProvider() { (p, dir) =>
+      commitVersions(p, versions = 3, seed = 2)
+      new File(dir, "2.journal").delete()
+      withProvider(rootOf(dir)) { (fresh, _) =>
+        val e = intercept[SparkException](fresh.getStore(3))
+        assert(e.getCondition === "CANNOT_LOAD_STATE_STORE.CANNOT_READ_STREAMING_STATE_FILE")
+        assert(e.getMessage.contains("2.journal"), e.getMessage)
+      }
+    }
+  }
+
+  test("a truncated or bit-flipped journal is detected, never read as valid, and named") {
+    withProvider() { (p, dir) =>
+      commitVersions(p, versions = 2, seed = 4)
+      val f = new File(dir, "2.journal")
+      val good = Files.readAllBytes(f.toPath)
+      val n = good.length
+      val truncations = Seq(0, 3, 20, n / 2, n - 13, n - 5, n - 1).map(len => s"truncated to $len" -> good.take(len))
+      val flips = Seq(2, 9, 25, n / 3, n / 2, n - 20, n - 10, n - 2).map { at =>
+        val b = good.clone(); b(at) = (b(at) ^ 0x04).toByte; s"bit flip at $at" -> b
+      }
+      for ((damage, bytes) <- truncations ++ flips) {
+        Files.write(f.toPath, bytes)
+        withProvider(rootOf(dir)) { (fresh, _) =>
+          val e = withClue(s"$damage of $n bytes: ")(intercept[SparkException](fresh.getStore(2)))
+          assert(e.getMessage.contains("2.journal"), s"$damage: ${e.getMessage}")
+          // The provider stays usable: it reloads cleanly when asked for a valid version.
+          val s1 = fresh.getStore(1)
+          assert(contents(s1).nonEmpty)
+          s1.abort()
+        }
+      }
+      Files.write(f.toPath, good)
+      assert(readAll(dir, 2).nonEmpty)
+    }
+  }
+
+  test("a store replaced by a newer attempt can neither write nor commit") {
+    withProvider() { (p, _) =>
+      val zombie = p.getStore(0)
+      zombie.put(key(1), value(1))
+      val retry = p.getStore(0)
+      assert(intercept[IllegalStateException](zombie.put(key(2), value(2)))
+        .getMessage.contains("replaced by a newer store"))
+      assert(intercept[IllegalStateException](zombie.commit()).getMessage.contains("newer attempt"))
+      retry.put(key(3), value(3))
+      retry.commit()
+      val s = p.getStore(1)
+      assert(contents(s) === Map(3L -> 3L))
+    }
+  }
+
+  test("read store then upgrade to write store, as streaming aggregation does") {
+    withProvider() { (p, _) =>
+      commitVersions(p, versions = 1, seed = 5)
+      val read = p.getReadStore(1)
+      val before = contents(read)
+      val write = p.upgradeReadStoreToWriteStore(read, 1)
+      write.put(key(123456), value(1))
+      assert(write.commit() === 2)
+      assert(intercept[UnsupportedOperationException](read.asInstanceOf[StateStore].put(key(1), value(1)))
+        .getMessage.contains("read-only"))
+      assert(contents(p.getReadStore(2)) === before + (123456L -> 1L))
+    }
+  }
+
+  test("removing every entry while iterating leaves an empty store") {
+    withProvider() { (p, _) =>
+      commitVersions(p, versions = 2, seed = 6)
+      val s = p.getStore(2)
+      val it = s.iterator()
+      var n = 0
+      while (it.hasNext) { s.remove(it.next().key); n += 1 }
+      assert(n > 0)
+      assert(s.iterator().isEmpty)
+      s.commit()
+      assert(contents(p.getStore(3)) === Map.empty)
+    }
+  }
+
+  test("prefix scan finds keys by their first columns, through updates and removals") {
+    val schema = StructType(Seq(StructField("session", StringType), StructField("start", LongType)))
+    val proj = UnsafeProjection.create(schema)
+    def k(s: String, t: Long) = proj(new GenericInternalRow(Array[Any](UTF8String.fromString(s), t))).copy()
+    val prefixProj = UnsafeProjection.create(StructType(schema.take(1)))
+    def prefix(s: String) = prefixProj(new GenericInternalRow(Array[Any](UTF8String.fromString(s)))).copy()
+    withProvider(keySchema = schema, spec = PrefixKeyScanStateEncoderSpec(schema, 1)) { (p, dir) =>
+      val s0 = p.getStore(0)
+      for (s <- Seq("a", "b"); t <- 1L to 3L) s0.put(k(s, t), value(t))
+      s0.commit()
+      val s1 = p.getStore(1)
+      s1.remove(k("a", 2))
+      s1.put(k("a", 9), value(9))
+      def scan(store: ReadStateStore, s: String) = store.prefixScan(prefix(s)).map(_.key.getLong(1)).toSet
+      assert(scan(s1, "a") === Set(1L, 3L, 9L))
+      assert(scan(s1, "b") === Set(1L, 2L, 3L))
+      assert(scan(s1, "zzz") === Set.empty)
+      s1.commit()
+      withProvider(rootOf(dir), keySchema = schema, spec = PrefixKeyScanStateEncoderSpec(schema, 1)) { (fresh, _) =>
+        assert(scan(fresh.getReadStore(2), "a") === Set(1L, 3L, 9L))
+      }
+    }
+  }
+
+  test("unsupported features are rejected at init or getStore, naming what is unsupported") {
+    val dir = Files.createTempDirectory("spill").toString
+    def init(cf: Boolean = false, multi: Boolean = false, spec: KeyStateEncoderSpec = NoPrefixKeyStateEncoderSpec(keySchema),
+        sqlConf: SQLConf = new SQLConf) = {
+      val p = new SpillStoreProvider
+      p.init(StateStoreId(dir, 0, 0), keySchema, valueSchema, spec, cf, new StateStoreConf(sqlConf),
+        new Configuration, multi, None)
+      p
+    }
+    assert(intercept[UnsupportedOperationException](init(cf = true)).getMessage.contains("column families"))
+    assert(intercept[UnsupportedOperationException](init(multi = true)).getMessage.contains("multiple values"))
+    assert(intercept[UnsupportedOperationException](init(spec = RangeKeyScanStateEncoderSpec(keySchema, Seq(0))))
+      .getMessage.contains("range scans"))
+    val v2 = new SQLConf
+    v2.setConfString("spark.sql.streaming.stateStore.checkpointFormatVersion", "2")
+    assert(intercept[UnsupportedOperationException](init(sqlConf = v2)).getMessage
+      .contains("checkpointFormatVersion=2"))
+    assert(intercept[UnsupportedOperationException](init().getStore(0, None, false, loadEmpty = true))
+      .getMessage.contains("loadEmpty"))
+  }
+
+  test("configuration errors name the key at fault") {
+    def init(key: String, v: String): Unit = {
+      val sqlConf = new SQLConf
+      sqlConf.setConfString(key, v)
+      val p = new SpillStoreProvider
+      p.init(StateStoreId(Files.createTempDirectory("spill").toString, 0, 0), keySchema, valueSchema,
+        NoPrefixKeyStateEncoderSpec(keySchema), false, new StateStoreConf(sqlConf), new Configuration, false, None)
+    }
+    val typo = intercept[IllegalArgumentException](init("spark.sql.streaming.stateStore.spillstore.memroyBudget", "1g"))
+    assert(typo.getMessage.contains("spark.sql.streaming.stateStore.spillstore.memroyBudget"))
+    val codec = intercept[IllegalArgumentException](init("spark.sql.streaming.stateStore.compression.codec", "gzipx"))
+    assert(codec.getMessage.contains("spark.sql.streaming.stateStore.compression.codec=gzipx"))
+  }
+
+  test("journals record the codec, so a changed codec conf still reads old files") {
+    val lz4 = new SQLConf
+    lz4.setConfString("spark.sql.streaming.stateStore.compression.codec", "lz4")
+    val zstd = new SQLConf
+    zstd.setConfString("spark.sql.streaming.stateStore.compression.codec", "zstd")
+    withProvider(sqlConf = lz4) { (p, dir) =>
+      val expected = commitVersions(p, versions = 2, seed = 8)
+      withProvider(rootOf(dir), zstd) { (q, _) =>
+        val s = q.getStore(2)
+        assert(contents(s) === expected(2))
+        s.put(key(1), value(1)); s.commit()
+        withProvider(rootOf(dir), lz4) { (r, _) => assert(contents(r.getReadStore(3)) === expected(2) + (1L -> 1L)) }
+      }
+    }
+  }
+}
+
+object SpillStoreProviderSuite {
+  val keySchema: StructType = StructType(Seq(StructField("k", LongType)))
+  val valueSchema: StructType = StructType(Seq(StructField("v", LongType)))
+  private val keyProj = UnsafeProjection.create(keySchema)
+  private val valueProj = UnsafeProjection.create(valueSchema)
+  // Projections reuse their output row, as Spark's operators do: the store must copy.
+  def key(i: Long): UnsafeRow = keyProj(new GenericInternalRow(Array[Any](i)))
+  def value(i: Long): UnsafeRow = valueProj(new GenericInternalRow(Array[Any](i)))
+
+  /** Runs `f` with an initialized provider and its store directory under checkpoint `root`. */
+  def withProvider[T](root: String = Files.createTempDirectory("spill").toString, sqlConf: SQLConf = new SQLConf,
+      keySchema: StructType = keySchema, spec: KeyStateEncoderSpec = null)(
+      f: (SpillStoreProvider, String) => T): T = {
+    val p = new SpillStoreProvider
+    val hadoopConf = new Configuration
+    hadoopConf.set("sql.streaming.runId", UUID.randomUUID().toString)
+    val storeId = StateStoreId(root, 0, 0)
+    p.init(storeId, keySchema, valueSchema, Option(spec).getOrElse(NoPrefixKeyStateEncoderSpec(keySchema)),
+      useColumnFamilies = false, new StateStoreConf(sqlConf), hadoopConf, useMultipleValuesPerKey = false,
+      stateSchemaProvider = None)
+    try f(p, storeId.storeCheckpointLocation().toUri.getPath) finally p.close()
+  }
+
+  def contents(s: ReadStateStore): Map[Long, Long] =
+    s.iterator().map(pair => pair.key.getLong(0) -> pair.value.getLong(0)).toMap
+
+  def customMetric(s: StateStore, name: String): Long =
+    s.metrics.customMetrics.collectFirst { case (m, v) if m.name == name => v }
+      .getOrElse(throw new NoSuchElementException(s"metric $name"))
+
+  /** The checkpoint root of a store directory (`<root>/<operator>/<partition>`). */
+  def rootOf(storeDir: String): String = new File(storeDir).getParentFile.getParentFile.getPath
+
+  /** Reads a committed version through a fresh provider. */
+  def readAll(storeDir: String, version: Long): Map[Long, Long] =
+    withProvider(rootOf(storeDir)) { (p, _) => contents(p.getReadStore(version)) }
+
+  /**
+   * Commits `versions` batches of random puts, updates and removes (keys drawn from a small
+   * range so they collide), returning the expected state at every version, 0 included.
+   */
+  def commitVersions(p: SpillStoreProvider, versions: Int, seed: Int,
+      maintain: Boolean = false): IndexedSeq[Map[Long, Long]] = {
+    val rnd = new Random(seed)
+    var model = Map.empty[Long, Long]
+    val states = IndexedSeq.newBuilder[Map[Long, Long]]
+    states += model
+    for (v <- 0 until versions) {
+      val s = p.getStore(v)
+      for (_ <- 0 until 200) {
+        val k = rnd.nextInt(300).toLong
+        if (rnd.nextInt(4) == 0) { s.remove(key(k)); model -= k }
+        else { val x = rnd.nextLong(); s.put(key(k), value(x)); model += k -> x }
+      }
+      assert(s.commit() == v + 1)
+      states += model
+      if (maintain) p.doMaintenance()
+    }
+    states.result()
   }
 }

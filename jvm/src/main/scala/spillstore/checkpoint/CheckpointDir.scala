@@ -1,6 +1,6 @@
 package spillstore.checkpoint
 
-import java.io.{FileNotFoundException, FilterOutputStream, OutputStream}
+import java.io.FileNotFoundException
 
 import scala.util.control.NonFatal
 
@@ -28,13 +28,12 @@ final class CheckpointDir(
   def write(kind: Kind, version: Long)(body: StateFile.Writer => Unit): CheckpointDir.Written = {
     if (!dirCreated) { fm.mkdirs(path); dirCreated = true }
     val atomic = fm.createAtomic(file(kind, version), overwriteIfPossible = true)
-    val counting = new CheckpointDir.CountingStream(atomic)
     try {
-      val writer = new StateFile.Writer(counting, kind, version, codec)
+      val writer = new StateFile.Writer(atomic, kind, version, codec)
       body(writer)
       writer.finish()
       atomic.close()
-      CheckpointDir.Written(counting.count, writer.numRecords)
+      CheckpointDir.Written(writer.numBytes, writer.numRecords)
     } catch {
       case NonFatal(e) =>
         try atomic.cancel() catch { case NonFatal(c) => e.addSuppressed(c) }
@@ -45,10 +44,11 @@ final class CheckpointDir(
   /** Reads every record of a file in order (value null = removal); returns the record count. */
   def read(kind: Kind, version: Long)(visit: (Array[Byte], Array[Byte]) => Unit): Long = {
     val f = file(kind, version)
+    val length = f.getFileSystem(hadoopConf).getFileStatus(f).getLen
     val in = fm.open(f)
     try {
-      new StateFile.Reader(in, f.toString, kind, version, SpillStoreSparkBridge.compressionCodec)
-        .foreach(visit)
+      new StateFile.Reader(in, length, f.toString, kind, version,
+        SpillStoreSparkBridge.compressionCodec).foreach(visit)
     } finally in.close()
   }
 
@@ -82,15 +82,5 @@ object CheckpointDir {
     case Name(v, "journal") => Some((StateFile.Journal, v.toLong))
     case Name(v, "snapshot") => Some((StateFile.Snapshot, v.toLong))
     case _ => None
-  }
-
-  /** Counts bytes and keeps the codec's close() from closing (publishing) the atomic stream. */
-  private final class CountingStream(out: OutputStream) extends FilterOutputStream(out) {
-    var count = 0L
-    override def write(b: Int): Unit = { out.write(b); count += 1 }
-    override def write(b: Array[Byte], off: Int, len: Int): Unit = {
-      out.write(b, off, len); count += len
-    }
-    override def close(): Unit = out.flush()
   }
 }

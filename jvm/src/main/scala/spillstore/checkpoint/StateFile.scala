@@ -1,6 +1,6 @@
 package spillstore.checkpoint
 
-import java.io.{BufferedInputStream, BufferedOutputStream, DataInputStream, DataOutputStream, EOFException, InputStream, IOException, OutputStream}
+import java.io.{BufferedInputStream, BufferedOutputStream, DataInputStream, DataOutputStream, EOFException, FilterInputStream, FilterOutputStream, InputStream, IOException, OutputStream}
 import java.util.zip.CRC32C
 
 import org.apache.spark.sql.execution.streaming.state.SpillStoreSparkBridge
@@ -12,16 +12,19 @@ import org.apache.spark.sql.execution.streaming.state.SpillStoreSparkBridge
  *   header, plain:       magic "SPLS" | format version (int) | kind (byte) | state version (long)
  *                        | codec short name (UTF)
  *   body, compressed:    record* | -1 (int) | record count (long) | CRC32C of the records (long)
+ *   footer, plain:       length of header + body (long) | magic "SPLE"
  *   record:              key length (int) | key | value length (int, -1 = removal) | value
  * }}}
  *
- * The checksum covers every record's lengths and bytes, so a truncated or altered file is
- * detected when it is read to its end; files are published atomically, so a reader never sees
- * a half-written one under its final name.
+ * The checksum covers every record's lengths and bytes and the footer pins the file's length,
+ * so a truncated or altered file is detected when it is read to its end; files are published
+ * atomically, so a reader never sees a half-written one under its final name.
  */
 object StateFile {
   val Magic: Int = 0x53504c53 // "SPLS"
   val FormatVersion: Int = 1
+  private val EndMagic: Int = 0x53504c45 // "SPLE"
+  val FooterBytes: Int = 12
 
   sealed abstract class Kind(val id: Byte, val suffix: String)
   case object Journal extends Kind(1, "journal")
@@ -32,10 +35,12 @@ object StateFile {
   final class CorruptFileException(msg: String, cause: Throwable = null)
     extends IOException(msg, cause)
 
+  /** Writes one file to `raw`, which the caller then publishes (close) or discards. */
   final class Writer(
-      out: OutputStream, kind: Kind, version: Long, codec: SpillStoreSparkBridge.Codec) {
+      raw: OutputStream, kind: Kind, version: Long, codec: SpillStoreSparkBridge.Codec) {
     private val crc = new CRC32C
     private var records = 0L
+    private val out = new CountingStream(raw)
     private val header = new DataOutputStream(out)
     header.writeInt(Magic)
     header.writeInt(FormatVersion)
@@ -59,14 +64,19 @@ object StateFile {
     }
 
     def numRecords: Long = records
+    def numBytes: Long = out.count
 
-    /** Writes the trailer and flushes; the caller publishes or cancels the underlying stream. */
+    /** Writes the trailer and footer and flushes; `raw` stays open. */
     def finish(): Unit = {
       body.writeInt(-1)
       body.writeLong(records)
       body.writeLong(crc.getValue)
       body.flush()
-      compressed.close() // ends the codec frame; the atomic stream ignores a second close
+      compressed.close() // ends the codec's framing; CountingStream keeps `raw` open
+      val footer = new DataOutputStream(out)
+      footer.writeLong(out.count)
+      footer.writeInt(EndMagic)
+      footer.flush()
     }
 
     private def writeBytes(b: Array[Byte]): Unit = {
@@ -86,12 +96,15 @@ object StateFile {
    * value is a removal) and verifies the trailer before returning; a visitor that applies
    * records as they come must be ready to discard them if it throws.
    */
-  final class Reader(in: InputStream, fileName: String, expectedKind: Kind, expectedVersion: Long,
-      codecFor: String => SpillStoreSparkBridge.Codec) {
-    private val header = new DataInputStream(in)
+  final class Reader(in: InputStream, fileLength: Long, fileName: String, expectedKind: Kind,
+      expectedVersion: Long, codecFor: String => SpillStoreSparkBridge.Codec) {
+    if (fileLength < FooterBytes) corrupt(s"file is truncated ($fileLength bytes)")
+    // The codec must not read into the footer, whatever it buffers.
+    private val content = new LimitedStream(in, fileLength - FooterBytes)
+    private val header = new DataInputStream(content)
     private val codecName = readHeader()
     private val body = new DataInputStream(
-      new BufferedInputStream(codecFor(codecName).decompress(in), 64 * 1024))
+      new BufferedInputStream(codecFor(codecName).decompress(content), 64 * 1024))
 
     def foreach(visit: (Array[Byte], Array[Byte]) => Unit): Long = {
       val crc = new CRC32C
@@ -113,6 +126,12 @@ object StateFile {
         val checksum = body.readLong()
         if (count != records) corrupt(s"trailer says $count records, read $records")
         if (checksum != crc.getValue) corrupt("checksum mismatch")
+        if (body.read() != -1) corrupt("unexpected bytes after the trailer")
+        val footer = new DataInputStream(in)
+        val length = footer.readLong()
+        if (length != fileLength - FooterBytes || footer.readInt() != EndMagic) {
+          corrupt(s"footer does not match the file's length $fileLength (truncated or appended)")
+        }
       } catch {
         case e: CorruptFileException => throw e
         case e: EOFException => corrupt("file is truncated", e)
@@ -153,6 +172,33 @@ object StateFile {
 
     private def corrupt(what: String, cause: Throwable = null): Nothing =
       throw new CorruptFileException(s"Corrupt spillstore state file $fileName: $what", cause)
+  }
+
+  /** Counts bytes and keeps a codec's close() from closing (publishing) the atomic stream. */
+  private final class CountingStream(out: OutputStream) extends FilterOutputStream(out) {
+    var count = 0L
+    override def write(b: Int): Unit = { out.write(b); count += 1 }
+    override def write(b: Array[Byte], off: Int, len: Int): Unit = {
+      out.write(b, off, len); count += len
+    }
+    override def close(): Unit = out.flush()
+  }
+
+  /** Reads at most `limit` bytes of `in`; never closes it. */
+  private final class LimitedStream(in: InputStream, private var limit: Long)
+    extends FilterInputStream(in) {
+    override def read(): Int = if (limit <= 0) -1 else {
+      val b = in.read(); if (b >= 0) limit -= 1; b
+    }
+    override def read(b: Array[Byte], off: Int, len: Int): Int = if (limit <= 0) -1 else {
+      val n = in.read(b, off, math.min(len.toLong, limit).toInt)
+      if (n > 0) limit -= n
+      n
+    }
+    override def skip(n: Long): Long = { val s = in.skip(math.min(n, limit)); limit -= s; s }
+    override def available(): Int = math.min(in.available().toLong, limit).toInt
+    override def close(): Unit = ()
+    override def markSupported(): Boolean = false
   }
 
   /** Guard against allocating absurd arrays from a damaged length field. */
