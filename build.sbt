@@ -49,8 +49,9 @@ lazy val spillstore = (project in file("jvm"))
     ),
     Compile / packageBin / artifactPath := (ThisBuild / baseDirectory).value / "target" / "spillstore.jar",
     Test / fork := true,
+    Test / run / fork := true,
     Test / parallelExecution := false,
-    Test / javaOptions ++= sparkJavaOpens ++ Seq("-Xmx3g", "-XX:+UseG1GC",
+    Test / javaOptions ++= sparkJavaOpens ++ Seq("-Xmx3g",
       "-Dspark.ui.enabled=false", "-Dspark.unsafe.exceptionOnMemoryLeak=true"),
     Test / testOptions += Tests.Argument(TestFrameworks.ScalaTest, "-oDF")
   )

@@ -51,17 +51,9 @@ object StateFile {
     private val compressed = codec.compress(out)
     private val body = new DataOutputStream(new BufferedOutputStream(compressed, 64 * 1024))
 
-    def put(key: Array[Byte], value: Array[Byte]): Unit = {
-      writeBytes(key)
-      writeBytes(value)
-      records += 1
-    }
+    def put(key: Array[Byte], value: Array[Byte]): Unit = record(key, value)
 
-    def remove(key: Array[Byte]): Unit = {
-      writeBytes(key)
-      writeLength(-1)
-      records += 1
-    }
+    def remove(key: Array[Byte]): Unit = record(key, null)
 
     def numRecords: Long = records
     def numBytes: Long = out.count
@@ -79,15 +71,21 @@ object StateFile {
       footer.flush()
     }
 
-    private def writeBytes(b: Array[Byte]): Unit = {
-      writeLength(b.length)
-      body.write(b)
-      crc.update(b)
-    }
+    // One record is encoded whole, then checksummed and written in one call each: per-field
+    // stream writes and checksum updates cost more than the bytes on the commit path.
+    private var scratch = new Array[Byte](1024)
 
-    private def writeLength(n: Int): Unit = {
-      body.writeInt(n)
-      updateInt(crc, n)
+    private def record(key: Array[Byte], value: Array[Byte]): Unit = {
+      val valueLen = if (value == null) 0 else value.length
+      val n = 8 + key.length + valueLen
+      if (n > scratch.length) scratch = new Array[Byte](math.max(n, scratch.length * 2))
+      putInt(scratch, 0, key.length)
+      System.arraycopy(key, 0, scratch, 4, key.length)
+      putInt(scratch, 4 + key.length, if (value == null) -1 else valueLen)
+      if (value != null) System.arraycopy(value, 0, scratch, 8 + key.length, valueLen)
+      crc.update(scratch, 0, n)
+      body.write(scratch, 0, n)
+      records += 1
     }
   }
 
@@ -108,14 +106,16 @@ object StateFile {
 
     def foreach(visit: (Array[Byte], Array[Byte]) => Unit): Long = {
       val crc = new CRC32C
+      val intBytes = new Array[Byte](4)
+      def updateInt(n: Int): Unit = { putInt(intBytes, 0, n); crc.update(intBytes, 0, 4) }
       var records = 0L
       try {
         var keyLen = body.readInt()
         while (keyLen >= 0) {
-          updateInt(crc, keyLen)
+          updateInt(keyLen)
           val key = readN(keyLen, crc)
           val valueLen = body.readInt()
-          updateInt(crc, valueLen)
+          updateInt(valueLen)
           val value = if (valueLen < 0) null else readN(valueLen, crc)
           visit(key, value)
           records += 1
@@ -204,10 +204,10 @@ object StateFile {
   /** Guard against allocating absurd arrays from a damaged length field. */
   private val MaxRecordBytes = 256 * 1024 * 1024
 
-  private def updateInt(crc: CRC32C, n: Int): Unit = {
-    crc.update(n >>> 24)
-    crc.update(n >>> 16)
-    crc.update(n >>> 8)
-    crc.update(n)
+  private def putInt(b: Array[Byte], at: Int, n: Int): Unit = {
+    b(at) = (n >>> 24).toByte
+    b(at + 1) = (n >>> 16).toByte
+    b(at + 2) = (n >>> 8).toByte
+    b(at + 3) = n.toByte
   }
 }

@@ -5,8 +5,8 @@ package spillstore.heap
  * once on insert; a value array is never mutated after it is stored, so rows handed out to
  * Spark stay valid after later updates.
  *
- * The entry is also its own hash-chain node, LRU node and open-batch undo record, which keeps
- * the per-key overhead to one object (see docs/design.md for the byte count).
+ * The entry is also its own hash-chain node and open-batch undo record, and carries the CLOCK
+ * reference bit, which keeps the per-key overhead to one object (see docs/design.md).
  */
 final class Entry private[heap] (val hash: Int, val key: Array[Byte]) {
   /** Current value; null while the open batch has removed the key (a tombstone). */
@@ -14,12 +14,12 @@ final class Entry private[heap] (val hash: Int, val key: Array[Byte]) {
   /** The committed value before the open batch changed it, when [[Entry.Existed]] is set. */
   private[heap] var undo: Array[Byte] = _
   private[heap] var flags: Byte = 0
+  /** Set on every access, cleared by the CLOCK hand as it passes: "recently used". */
+  private[heap] var referenced: Boolean = true
 
   /** Position in the tier's dense entry array, which iteration walks. */
   private[heap] var slot: Int = -1
   private[heap] var chainNext: Entry = _
-  private[heap] var lruPrev: Entry = _
-  private[heap] var lruNext: Entry = _
 
   def isLive: Boolean = value != null
   private[heap] def changed: Boolean = (flags & Entry.Changed) != 0
@@ -34,11 +34,11 @@ private[heap] object Entry {
 
   /**
    * Heap bytes of an entry beyond its key and value bytes: the object (12 header + 4 hash +
-   * 4 key + 4 value + 4 undo + 1 flags + 4 slot + 3*4 links, padded to 48), two array headers
-   * (16 each), its reference in the hash table (4, 8 at the load factor's worst) and in the
-   * dense entry array (4, 8 at its growth's worst).
+   * 4 key + 4 value + 4 undo + 4 slot + 4 chain link + 2 flag bytes, padded to 40), two array
+   * headers (16 each), its reference in the hash table (4, 8 at the load factor's worst) and
+   * in the dense entry array (4, 8 at its growth's worst).
    */
-  final val Overhead = 48 + 16 + 16 + 8 + 8
+  final val Overhead = 40 + 16 + 16 + 8 + 8
 
   def bytes(key: Array[Byte], value: Array[Byte]): Long =
     Overhead + key.length + (if (value == null) 0 else value.length)

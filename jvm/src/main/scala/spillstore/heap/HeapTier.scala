@@ -7,8 +7,8 @@ import org.apache.spark.unsafe.array.ByteArrayMethods
 import org.apache.spark.unsafe.hash.Murmur3_x86_32
 
 /**
- * The live state as on-heap entries: a chained hash table whose nodes also form an LRU list
- * (coldest first) and carry the open batch's undo information.
+ * The live state as on-heap entries: a chained hash table whose nodes also carry the open
+ * batch's undo information and a CLOCK reference bit.
  *
  * Updates are in place. The first change of a key in a batch records its committed value and
  * appends the entry to the batch's change list, so the change list is the batch's squashed
@@ -18,6 +18,11 @@ import org.apache.spark.unsafe.hash.Murmur3_x86_32
  *
  * Iteration walks a dense array of all entries by index, so an iterator sees keys added after
  * it was created (as Spark's default provider's does) and is not disturbed by table growth.
+ *
+ * Recency is tracked CLOCK-style (second chance), not with a linked LRU list: an access only
+ * sets a boolean in the entry it already read. A linked list costs four reference stores into
+ * random old-generation objects per access, and under G1 each is a cross-region barrier; on
+ * the API benchmark that made get+put 4.7x slower (docs/design.md).
  *
  * Not thread-safe: only the task thread that holds the open store touches it. Snapshots are
  * built from checkpoint files, never from this table.
@@ -31,10 +36,8 @@ final class HeapTier(listener: HeapTier.Listener = HeapTier.NoListener) {
   private var dense = new Array[Entry](InitialCapacity)
   private var liveCount = 0L
   private var byteCount = 0L
-  /** Sentinel of the circular LRU list: `lru.lruNext` is the coldest entry. */
-  private val lru = new Entry(0, Array.emptyByteArray)
-  lru.lruPrev = lru
-  lru.lruNext = lru
+  /** Position of the CLOCK hand in `dense`. */
+  private var hand = 0
   private val changes = new ArrayBuffer[Entry]
 
   def numLiveEntries: Long = liveCount
@@ -119,8 +122,23 @@ final class HeapTier(listener: HeapTier.Listener = HeapTier.NoListener) {
     }
   }
 
-  /** Entries from least to most recently used: the order the cold tier will evict in. */
-  def coldestFirst(): Iterator[Entry] = Iterator.iterate(lru.lruNext)(_.lruNext).takeWhile(_ ne lru)
+  /**
+   * The next eviction victim by CLOCK: the first entry at or after the hand that was not used
+   * since the hand last passed (passing clears the bit) and is not changed in the open batch
+   * (pinned until commit). Null if two sweeps find none.
+   */
+  def nextVictim(): Entry = {
+    var budget = 2 * entriesInTable
+    while (budget > 0) {
+      if (hand >= entriesInTable) hand = 0
+      val e = dense(hand)
+      hand += 1
+      budget -= 1
+      if (e.referenced) e.referenced = false
+      else if (e.isLive && !e.changed) return e
+    }
+    null
+  }
 
   def clear(): Unit = {
     listener.cleared()
@@ -129,8 +147,7 @@ final class HeapTier(listener: HeapTier.Listener = HeapTier.NoListener) {
     entriesInTable = 0
     liveCount = 0
     byteCount = 0
-    lru.lruPrev = lru
-    lru.lruNext = lru
+    hand = 0
     changes.clear()
   }
 
@@ -157,7 +174,6 @@ final class HeapTier(listener: HeapTier.Listener = HeapTier.NoListener) {
     dense(entriesInTable) = e
     entriesInTable += 1
     byteCount += Entry.bytes(key, null)
-    linkLast(e)
     listener.inserted(e)
     e
   }
@@ -169,8 +185,6 @@ final class HeapTier(listener: HeapTier.Listener = HeapTier.NoListener) {
     while (cur ne e) { prev = cur; cur = cur.chainNext }
     if (prev == null) table(slot) = e.chainNext else prev.chainNext = e.chainNext
     e.chainNext = null
-    e.lruPrev.lruNext = e.lruNext
-    e.lruNext.lruPrev = e.lruPrev
     entriesInTable -= 1
     val last = dense(entriesInTable)
     dense(e.slot) = last
@@ -194,18 +208,8 @@ final class HeapTier(listener: HeapTier.Listener = HeapTier.NoListener) {
     changes += e
   }
 
-  private def touch(e: Entry): Unit = if (e.lruNext ne lru) {
-    e.lruPrev.lruNext = e.lruNext
-    e.lruNext.lruPrev = e.lruPrev
-    linkLast(e)
-  }
-
-  private def linkLast(e: Entry): Unit = {
-    e.lruPrev = lru.lruPrev
-    e.lruNext = lru
-    lru.lruPrev.lruNext = e
-    lru.lruPrev = e
-  }
+  // Written only when clear, so hot entries' cache lines are not dirtied on every read.
+  private def touch(e: Entry): Unit = if (!e.referenced) e.referenced = true
 
   private def grow(): Unit = {
     val old = table

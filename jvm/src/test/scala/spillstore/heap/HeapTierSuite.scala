@@ -69,12 +69,31 @@ class HeapTierSuite extends AnyFunSuite {
     assert(!h.isNetChange(byKey(2)))                        // born and died in the batch
   }
 
-  test("LRU order: reads and writes make a key the most recent") {
+  test("CLOCK eviction order: unused entries go first, used ones get a second chance") {
     val h = new HeapTier()
-    (1L to 4L).foreach(i => put(h, i, "x"))
-    get(h, 1)
+    (1L to 6L).foreach(i => put(h, i, "x"))
+    h.commitBatch()
+    // Stands in for the spill tier: take the victim out of the heap.
+    def evict(): Long = {
+      val id = java.nio.ByteBuffer.wrap(h.nextVictim().key).getLong
+      remove(h, id); h.commitBatch(); id
+    }
+    // New entries start referenced: a first sweep only clears bits, then takes in slot order.
+    assert(evict() === 1L)
+    get(h, 3); get(h, 5)                     // used since the hand passed
+    assert(Seq.fill(3)(evict()) === Seq(2L, 4L, 6L))
+    // 3 and 5 were spared once; the hand cleared their bits, so they are next.
+    assert(Seq.fill(2)(evict()).toSet === Set(3L, 5L))
+  }
+
+  test("entries changed in the open batch are pinned: never chosen as victims") {
+    val h = new HeapTier()
+    (1L to 3L).foreach(i => put(h, i, "x"))
+    assert(h.nextVictim() === null)          // all three are in the open batch
+    h.commitBatch()
     put(h, 2, "y")
-    assert(h.coldestFirst().map(e => java.nio.ByteBuffer.wrap(e.key).getLong).toSeq === Seq(3L, 4L, 1L, 2L))
+    val victims = Seq.fill(4)(h.nextVictim()).map(e => java.nio.ByteBuffer.wrap(e.key).getLong)
+    assert(!victims.contains(2L))
   }
 
   test("estimated bytes follow inserts, updates and removals") {
