@@ -26,7 +26,6 @@ final class SpillStateStore private[spillstore] (
   private val valueFields = provider.valueSchema.length
   @volatile private[spillstore] var state: State = Updating
   private var newVersion = -1L
-  private var hits = 0L
   private var journal = NoCommit
 
   override def id: StateStoreId = provider.stateStoreId
@@ -34,7 +33,7 @@ final class SpillStateStore private[spillstore] (
   override def get(key: UnsafeRow, colFamilyName: String): UnsafeRow = {
     checkReadable(colFamilyName)
     val e = heap.get(key.getBaseObject, key.getBaseOffset, key.getSizeInBytes, key.hashCode)
-    hits += 1
+    provider.batchLookups += 1
     if (e == null) null else valueRow(e.value)
   }
 
@@ -79,7 +78,7 @@ final class SpillStateStore private[spillstore] (
 
   override def metrics: StateStoreMetrics = {
     val custom: Map[StateStoreCustomMetric, Long] = Map(
-      SpillStoreMetrics.CacheHits -> hits,
+      SpillStoreMetrics.CacheHits -> provider.batchLookups,
       SpillStoreMetrics.CacheMisses -> 0L,
       SpillStoreMetrics.JournalBytes -> journal.bytes,
       SpillStoreMetrics.JournalRecords -> journal.records,

@@ -47,6 +47,11 @@ class SpillStoreProvider extends StateStoreProvider with Logging {
   @volatile private var loadedVersion = -1L
   /** The one store allowed to change the heap, if any. */
   @volatile private var owner: SpillStateStore = _
+  /**
+   * Lookups of the current batch, across its read and write views: streaming aggregation reads
+   * through a read store but reports the metrics of the write store it upgrades to.
+   */
+  private[spillstore] var batchLookups = 0L
 
   override def init(
       stateStoreId: StateStoreId,
@@ -97,22 +102,23 @@ class SpillStoreProvider extends StateStoreProvider with Logging {
       throw new UnsupportedOperationException(
         s"spillstore does not support loading an empty store (loadEmpty) for $storeId yet")
     }
-    open(version, writable = true, forceSnapshotOnCommit)
+    open(version, writable = true, forceSnapshotOnCommit, newBatch = true)
   }
 
   override def getReadStore(version: Long, uniqueId: Option[String]): ReadStateStore =
-    open(version, writable = false, forceSnapshotOnCommit = false)
+    open(version, writable = false, forceSnapshotOnCommit = false, newBatch = true)
 
   override def upgradeReadStoreToWriteStore(
       readStore: ReadStateStore,
       version: Long,
       uniqueId: Option[String],
       forceSnapshotOnCommit: Boolean): StateStore =
-    open(version, writable = true, forceSnapshotOnCommit)
+    open(version, writable = true, forceSnapshotOnCommit, newBatch = false)
 
-  private def open(version: Long, writable: Boolean, forceSnapshotOnCommit: Boolean)
-      : SpillStateStore = synchronized {
+  private def open(version: Long, writable: Boolean, forceSnapshotOnCommit: Boolean,
+      newBatch: Boolean): SpillStateStore = synchronized {
     if (version < 0) throw SpillStoreSparkBridge.unexpectedVersion(version)
+    if (newBatch) batchLookups = 0
     val previous = owner
     if (previous != null) {
       // A batch left open: an attempt that failed without aborting, or one still running

@@ -175,9 +175,13 @@ class SpillStoreProviderSuite extends AnyFunSuite {
       commitVersions(p, versions = 1, seed = 5)
       val read = p.getReadStore(1)
       val before = contents(read)
+      read.get(key(1)); read.get(key(2))
       val write = p.upgradeReadStoreToWriteStore(read, 1)
+      write.get(key(3))
       write.put(key(123456), value(1))
       assert(write.commit() === 2)
+      // The write store reports the batch's lookups, including those made through the read store.
+      assert(customMetric(write, "spillstoreCacheHits") === 3)
       assert(intercept[UnsupportedOperationException](read.asInstanceOf[StateStore].put(key(1), value(1)))
         .getMessage.contains("read-only"))
       assert(contents(p.getReadStore(2)) === before + (123456L -> 1L))
