@@ -23,9 +23,10 @@ venv: $(VENV)/.installed
 $(JAR): $(VENV)/.installed $(SCALA_SRC)
 	bin/sbt spillstore/package
 
+# Replaced atomically, so a JVM that has the old jar open keeps reading it.
 $(PKG_JAR): $(JAR)
 	mkdir -p $(dir $@)
-	cp $(JAR) $@
+	cp $(JAR) $@.tmp && mv $@.tmp $@
 
 jar: $(PKG_JAR)
 

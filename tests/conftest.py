@@ -3,12 +3,12 @@ full (uninterrupted) run of a test query computed once and shared between tests.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any, Callable, Iterator
-
-import pytest
+from typing import Any
 
 import harness
+import pytest
 
 
 @pytest.fixture(scope="session")

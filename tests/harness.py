@@ -19,9 +19,10 @@ import json
 import os
 import re
 import sys
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Iterator, Mapping, Optional, Sequence
+from typing import Any
 
 import spillstore
 
@@ -29,8 +30,6 @@ SPILLSTORE = spillstore.PROVIDER_CLASS
 DEFAULT = "org.apache.spark.sql.execution.streaming.state.HDFSBackedStateStoreProvider"
 PROVIDER_CONF = spillstore.PROVIDER_CLASS_CONF
 QUERY_TIMEOUT_S = 180
-if os.environ.get("_SPILLSTORE_DEV_NO_JAR"):  # TEMP-DEV: remove before hand-off
-    SPILLSTORE = DEFAULT
 
 # --------------------------------------------------------------------------------------------
 # Session
@@ -54,8 +53,6 @@ def session_builder() -> Any:
         .config("spark.default.parallelism", "2")
         .config("spark.sql.session.timeZone", "UTC")
     )
-    if os.environ.get("_SPILLSTORE_DEV_NO_JAR"):  # TEMP-DEV: remove before hand-off
-        return builder
     try:
         return spillstore.configure(builder)
     except FileNotFoundError as e:
@@ -137,7 +134,7 @@ def write_input(input_dir: Path, source: str, batches: range) -> None:
         tmp = input_dir / f".part-{i:04d}.json.tmp"
         with open(tmp, "w") as f:
             for row in data[i]:
-                f.write(json.dumps(dict(zip(columns, row))) + "\n")
+                f.write(json.dumps(dict(zip(columns, row, strict=True))) + "\n")
         os.utime(tmp, (_MTIME_BASE + 10 * i, _MTIME_BASE + 10 * i))
         os.replace(tmp, path)  # the file source ignores names starting with '.'
 
@@ -312,7 +309,7 @@ def canonical(row: Any) -> str:
 _CRASH = "injected crash after the state commit of batch"
 
 
-def _batch_writer(output_dir: Path, crash_at: Optional[int]) -> Callable[[Any, int], None]:
+def _batch_writer(output_dir: Path, crash_at: int | None) -> Callable[[Any, int], None]:
     def write(batch_df: Any, batch_id: int) -> None:
         # collect() runs the stateful tasks: when it returns, the batch's state is committed.
         rows = sorted(canonical(r) for r in batch_df.collect())
@@ -346,7 +343,7 @@ def run_query(
     checkpoint: Path,
     output_dir: Path,
     provider: str,
-    crash_at: Optional[int] = None,
+    crash_at: int | None = None,
 ) -> Run:
     """Run ``query`` with ``trigger(availableNow=True)`` until it has read every input file,
     its state kept by ``provider`` (for a new checkpoint; an existing one keeps its own).
@@ -456,7 +453,7 @@ def state_files(checkpoint: Path) -> dict[Path, dict[str, set[int]]]:
     return stores
 
 
-def metric_totals(progress: Sequence[Mapping[str, Any]], name: str) -> Optional[int]:
+def metric_totals(progress: Sequence[Mapping[str, Any]], name: str) -> int | None:
     """``name`` summed over all batches and state operators; None if never reported."""
     values = [m[name] for m in map(spillstore.state_metrics, progress) if name in m]
     return sum(values) if values else None

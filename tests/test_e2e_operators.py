@@ -8,11 +8,11 @@ existing keys, new keys, state removed by the watermark, late rows, timeouts."""
 from __future__ import annotations
 
 from collections import Counter
-from typing import Any, Callable
-
-import pytest
+from collections.abc import Callable
+from typing import Any
 
 import harness
+import pytest
 from harness import DEFAULT, EVENTS, QUERIES, SPILLSTORE, Run, rows_of
 
 FullRun = Callable[[str, str], Run]
@@ -61,8 +61,8 @@ def test_agg_update_by_key_final_values(full_run: FullRun) -> None:
             last[row["key"]] = row
     n: Counter[str] = Counter()
     total: Counter[str] = Counter()
-    for batch in EVENTS:
-        for _, key, value, _ in batch:
+    for rows in EVENTS:
+        for _, key, value, _ in rows:
             n[key] += 1
             total[key] += value
     assert last == {k: {"key": k, "n": n[k], "total": total[k]} for k in n}

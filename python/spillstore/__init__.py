@@ -7,10 +7,12 @@ Typical use::
     import spillstore
 
     builder = SparkSession.builder.master("local[2]").appName("app")
-    spark = spillstore.configure(builder, memory_budget_fraction=0.3).getOrCreate()
+    spark = spillstore.configure(builder).getOrCreate()
 
 Every stateful streaming query started by that session with a new checkpoint then keeps its
-state in spillstore (a checkpoint keeps the provider it was created with).
+state in spillstore (a checkpoint keeps the provider it was created with). Provider options
+are keyword arguments of :func:`configure`; :func:`state_metrics` reads spillstore's metrics
+back from a query's progress.
 """
 
 from ._config import (

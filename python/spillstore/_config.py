@@ -6,7 +6,7 @@ import os
 import re
 import warnings
 from pathlib import Path
-from typing import Any, TypeVar, Union
+from typing import Any, TypeVar
 
 __all__ = [
     "CONF_PREFIX",
@@ -116,14 +116,14 @@ def _with_jar(existing: str | None, jar: str) -> str:
     return ",".join(entries)
 
 
-def configure(builder_or_conf: T, /, **options: Union[bool, int, float, str]) -> T:
+def configure(builder_or_conf: T, /, **options: bool | int | float | str) -> T:
     """Make a Spark session use spillstore as its state store provider.
 
     Like delta-spark's ``configure_spark_with_delta_pip``, call it on the builder (or the
     ``SparkConf``) before the session is created::
 
         builder = SparkSession.builder.master("local[2]")
-        spark = spillstore.configure(builder, memory_budget_fraction=0.3).getOrCreate()
+        spark = spillstore.configure(builder).getOrCreate()
 
     It
 
@@ -131,8 +131,9 @@ def configure(builder_or_conf: T, /, **options: Union[bool, int, float, str]) ->
       (and not adding it twice),
     * sets ``spark.sql.streaming.stateStore.providerClass`` to :data:`PROVIDER_CLASS`,
     * sets each keyword option as ``spark.sql.streaming.stateStore.spillstore.<name>``;
-      names may be camelCase or snake_case (converted to camelCase), booleans are rendered
-      as ``true``/``false``.
+      names may be camelCase or snake_case (``some_option=1`` sets ``...spillstore.someOption``),
+      booleans are rendered as ``true``/``false``. The README lists the options the provider
+      knows; it rejects any other name under the prefix when a query starts.
 
     ``spark.jars`` is a static conf: it only takes effect when the session (its JVM) is
     created by this builder, not on an already running session. Set other jars before

@@ -12,9 +12,15 @@ import shutil
 import sys
 import tempfile
 import time
-from typing import Any, Optional, Sequence
+from collections.abc import Sequence
+from typing import Any
 
-from ._config import PROVIDER_CLASS, PROVIDER_CLASS_CONF, configure
+from ._config import (
+    PROVIDER_CLASS,
+    PROVIDER_CLASS_CONF,
+    UnsupportedSparkVersionError,
+    configure,
+)
 from .metrics import cache_hit_ratio, state_metrics
 
 __all__ = ["main"]
@@ -37,7 +43,7 @@ _COLUMNS = (
 )
 
 
-def _fmt_bytes(n: Optional[int]) -> str:
+def _fmt_bytes(n: int | None) -> str:
     if n is None:
         return "-"
     value = float(n)
@@ -48,16 +54,16 @@ def _fmt_bytes(n: Optional[int]) -> str:
     raise AssertionError("unreachable")
 
 
-def _fmt_int(n: Optional[float]) -> str:
+def _fmt_int(n: float | None) -> str:
     return "-" if n is None else f"{int(round(n)):,}"
 
 
-def _fmt_ratio(r: Optional[float]) -> str:
+def _fmt_ratio(r: float | None) -> str:
     return "-" if r is None else f"{r:.1%}"
 
 
 def _row(cells: Sequence[str]) -> str:
-    return "  ".join(cell.rjust(width) for cell, (_, width) in zip(cells, _COLUMNS))
+    return "  ".join(cell.rjust(width) for cell, (_, width) in zip(cells, _COLUMNS, strict=True))
 
 
 def _parse_option(text: str) -> tuple[str, str]:
@@ -90,7 +96,11 @@ def _demo(args: argparse.Namespace) -> int:
         .config("spark.ui.showConsoleProgress", "false")
     )
     if args.provider == "spillstore":
-        configure(builder, **dict(args.option))
+        try:
+            configure(builder, **dict(args.option))
+        except (FileNotFoundError, UnsupportedSparkVersionError, ValueError) as e:
+            print(f"error: {e}", file=sys.stderr)
+            return 1
     else:
         if args.option:
             print("--option applies to the spillstore provider only", file=sys.stderr)
@@ -131,6 +141,8 @@ def _demo(args: argparse.Namespace) -> int:
         progresses = _follow(query, args.batches, timeout_s=60 + 30 * args.batches)
     finally:
         if query is not None:
+            # Stopping interrupts the batch in flight, which Spark logs as errors: not news.
+            spark.sparkContext.setLogLevel("OFF")
             query.stop()
         spark.stop()
         shutil.rmtree(checkpoint, ignore_errors=True)
@@ -140,7 +152,7 @@ def _demo(args: argparse.Namespace) -> int:
     return 0
 
 
-def _follow(query: Any, batches: int, timeout_s: float) -> Optional[list[dict[str, Any]]]:
+def _follow(query: Any, batches: int, timeout_s: float) -> list[dict[str, Any]] | None:
     """Print one line per completed micro-batch until ``batches`` of them have completed."""
     done: list[dict[str, Any]] = []
     deadline = time.monotonic() + timeout_s
@@ -185,7 +197,7 @@ def _summary(progresses: list[dict[str, Any]]) -> None:
     rows = sum(int(p.get("numInputRows", 0)) for p in progresses)
     busy_ms = sum(int((p.get("durationMs") or {}).get("triggerExecution", 0)) for p in progresses)
 
-    def total(name: str) -> Optional[int]:
+    def total(name: str) -> int | None:
         values = [m[name] for m in metrics if name in m]
         return sum(values) if values else None
 
@@ -249,7 +261,7 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
-def main(argv: Optional[Sequence[str]] = None) -> int:
+def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of ``python -m spillstore``; returns the process exit code."""
     args = _parser().parse_args(argv)
     return int(args.run(args))

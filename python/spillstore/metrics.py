@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from typing import Any, Mapping, Optional, Union
+from collections.abc import Mapping
+from typing import Any
 
 __all__ = ["METRICS", "cache_hit_ratio", "state_metrics"]
 
@@ -20,7 +21,7 @@ METRICS = (
 _STANDARD = ("numRowsTotal", "numRowsUpdated", "numRowsRemoved", "commitTimeMs", "memoryUsedBytes")
 
 
-def state_metrics(progress: Union[Mapping[str, Any], Any, None]) -> dict[str, int]:
+def state_metrics(progress: Mapping[str, Any] | Any | None) -> dict[str, int]:
     """Sum the state store metrics of one micro-batch over its stateful operators.
 
     Args:
@@ -53,7 +54,7 @@ def state_metrics(progress: Union[Mapping[str, Any], Any, None]) -> dict[str, in
     return totals
 
 
-def cache_hit_ratio(metrics: Mapping[str, int]) -> Optional[float]:
+def cache_hit_ratio(metrics: Mapping[str, int]) -> float | None:
     """Heap-tier hit ratio (hits / (hits + misses)) from :func:`state_metrics`' result, or
     ``None`` when the counters are absent or there were no lookups."""
     hits = metrics.get("spillstoreCacheHits")

@@ -1,0 +1,78 @@
+"""``python -m spillstore``: argument handling, and the demo run for real (in its own JVM)."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+from spillstore import _config
+from spillstore.cli import main
+
+
+@pytest.mark.parametrize("argv", [
+    [],
+    ["demo", "--batches", "0"],
+    ["demo", "--rows-per-second", "-5"],
+    ["demo", "--provider", "memory"],
+    ["demo", "--option", "novalue"],
+])
+def test_bad_arguments_exit_with_usage(argv: list[str], capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as exit_:
+        main(argv)
+    assert exit_.value.code == 2
+    assert "usage:" in capsys.readouterr().err
+
+
+def test_option_only_with_spillstore(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["demo", "--provider", "hdfs", "--option", "a=1"]) == 2
+    assert "spillstore provider only" in capsys.readouterr().err
+
+
+def test_demo_without_jar_says_make_jar(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setattr(_config, "_JAR_FILE", tmp_path / "missing.jar")
+    assert main(["demo"]) == 1
+    assert "make jar" in capsys.readouterr().err
+
+
+def test_demo_runs_and_reports_spillstore_metrics(tmp_path: Path) -> None:
+    env = dict(os.environ, TMPDIR=str(tmp_path))
+    demo = subprocess.run(
+        [sys.executable, "-m", "spillstore", "demo", "--batches", "3", "--rows-per-second",
+         "2000", "--keys", "1000", "--trigger-seconds", "0.5"],
+        capture_output=True, text=True, timeout=300, env=env)
+    assert demo.returncode == 0, demo.stdout + demo.stderr[-5000:]
+    lines = demo.stdout.splitlines()
+    assert lines[0].startswith("spillstore demo: provider spillstore.SpillStoreProvider"), lines
+    assert lines[1].split()[:3] == ["batch", "input", "rows"]
+    batches = [line.split() for line in lines[2:5]]
+    assert [b[0] for b in batches] == ["0", "1", "2"], lines
+    with_rows = [b for b in batches if b[1] != "0"]
+    assert with_rows, lines
+    # batch, input rows, rows/s, state rows, commit ms, journal ("71.3 KiB"), heap ("2.4 MiB"),
+    # hit ratio: journal and heap come from spillstore's metrics, "-" (one token) if absent
+    for b in with_rows:
+        assert len(b) == 10 and b[6].endswith("B") and b[8].endswith("B"), lines
+    assert lines[5].startswith("summary: 3 batches,"), lines
+    assert len(lines) == 6, lines
+    assert not list(tmp_path.glob("spillstore-demo-*")), "checkpoint not cleaned up"
+
+
+def test_demo_keys_are_skewed(spark: Any) -> None:
+    from pyspark.sql import functions as F
+    from spillstore.cli import _skewed_key
+
+    keys = 1000
+    counts = (spark.range(100_000).withColumnRenamed("id", "value")
+              .select(_skewed_key(keys).alias("key")).groupBy("key").count()
+              .orderBy(F.desc("count")).collect())
+    assert all(0 <= r["key"] < keys for r in counts)
+    assert len(counts) > keys * 0.9, "most keys occur"
+    top = [r["count"] for r in counts]
+    assert top[0] > 100_000 * 0.05, "the hottest key gets over 5% of the rows"
+    assert sum(top[:10]) > 100_000 * 0.25 and top[-1] < 100_000 / keys, "hot head, cold tail"

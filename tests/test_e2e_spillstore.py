@@ -1,0 +1,116 @@
+"""The state of the spillstore runs really went through spillstore: its files in the
+checkpoint, its metrics in query progress, its options reaching the provider."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import harness
+import pytest
+import spillstore
+from harness import DEFAULT, QUERIES, SPILLSTORE, Run
+
+FullRun = Callable[[str, str], Run]
+
+# one store per partition, four named stores per partition (join), prefix scans (session)
+STORE_SHAPES = ["agg_update_window", "join_left_outer", "session_window"]
+
+
+@pytest.mark.parametrize("query", STORE_SHAPES)
+def test_checkpoint_holds_spillstore_journals(full_run: FullRun, query: str) -> None:
+    run = full_run(query, SPILLSTORE)
+    last_version = harness.committed_batches(run.checkpoint)[-1] + 1  # version = batch id + 1
+    stores = harness.state_files(run.checkpoint)
+    expected_stores = 2 * (4 if query.startswith("join") else 1)  # 2 shuffle partitions
+    assert len(stores) == expected_stores, sorted(map(str, stores))
+    for store, versions in stores.items():
+        where = store.relative_to(run.checkpoint)
+        assert set(versions) <= {"journal", "snapshot"}, f"{where}: {versions}"
+        assert versions["journal"], f"{where}: no journal"
+        assert max(max(v) for v in versions.values()) == last_version, f"{where}: {versions}"
+
+
+def test_default_provider_checkpoint_has_no_journals(full_run: FullRun) -> None:
+    """The check above can tell the providers apart."""
+    stores = harness.state_files(full_run("agg_update_window", DEFAULT).checkpoint)
+    assert stores and all(set(v) == {"delta"} for v in stores.values()), stores
+
+
+@pytest.mark.parametrize("query", sorted(QUERIES))
+def test_progress_reports_spillstore_metrics(full_run: FullRun, query: str) -> None:
+    run = full_run(query, SPILLSTORE)
+    for progress in run.progress:
+        metrics = spillstore.state_metrics(progress)
+        missing = [m for m in spillstore.metrics.METRICS if m not in metrics]
+        assert not missing, f"batch {progress['batchId']}: missing {missing} in {metrics}"
+        if progress["numInputRows"] and metrics.get("numRowsUpdated"):
+            assert metrics["spillstoreJournalBytes"] > 0, (progress["batchId"], metrics)
+            assert metrics["spillstoreJournalRecords"] > 0, (progress["batchId"], metrics)
+
+
+def test_journal_records_cover_changed_keys(full_run: FullRun) -> None:
+    run = full_run("agg_update_window", SPILLSTORE)
+    for progress in run.progress:
+        m = spillstore.state_metrics(progress)
+        assert m["spillstoreJournalRecords"] >= m["numRowsUpdated"], (progress["batchId"], m)
+
+
+def test_aggregation_lookups_are_counted(full_run: FullRun) -> None:
+    """Streaming aggregation reads every key of a batch from the store (through the read store
+    it then upgrades); from batch 1 on, some of those keys exist. Each lookup is a heap-tier hit
+    or a miss, so the counters cannot both stay 0."""
+    run = full_run("agg_update_by_key", SPILLSTORE)
+    lookups = [
+        (p["batchId"], spillstore.state_metrics(p).get("spillstoreCacheHits", 0)
+         + spillstore.state_metrics(p).get("spillstoreCacheMisses", 0))
+        for p in run.progress
+        if p["numInputRows"]
+    ]
+    assert all(n > 0 for _, n in lookups), f"(batch, hits + misses): {lookups}"
+
+
+def test_options_reach_the_provider(spark: Any, tmp_path: Path) -> None:
+    """An option set through the spillstore prefix arrives in the provider, which rejects a
+    name it does not know rather than silently ignoring it."""
+    key = spillstore.option_key("no_such_option")
+    inputs = harness.write_inputs(tmp_path, ("events",), range(1))
+    spark.conf.set(key, "1")
+    try:
+        with pytest.raises(AssertionError, match="noSuchOption"):
+            harness.run_query(spark, "agg_update_by_key", inputs, tmp_path / "checkpoint",
+                              tmp_path / "output", SPILLSTORE)
+    finally:
+        spark.conf.unset(key)
+
+
+def _state_rows(spark: Any, run: Run, **options: Any) -> list[str]:
+    reader = spark.read.format("statestore")
+    for key, value in options.items():
+        reader = reader.option(key, str(value))
+    return sorted(harness.canonical(r) for r in reader.load(str(run.checkpoint)).collect())
+
+
+@pytest.mark.parametrize("query, options", [
+    ("agg_update_window", {}),
+    ("dedup", {}),
+    ("session_window", {}),
+    ("apply_in_pandas_with_state", {}),
+    ("join_left_outer", {"joinSide": "left"}),
+    ("join_left_outer", {"joinSide": "right"}),
+])
+def test_state_data_source_reads_the_same_state(
+    spark: Any, full_run: FullRun, query: str, options: dict[str, str]
+) -> None:
+    """spark.read.format("statestore") loads each store with a new provider instance."""
+    ours, theirs = full_run(query, SPILLSTORE), full_run(query, DEFAULT)
+    batches = harness.committed_batches(theirs.checkpoint)
+    if query != "agg_update_window":  # every version for one query, the latest for the others
+        batches = batches[-1:]
+    nonempty = 0
+    for batch in batches:
+        expected = _state_rows(spark, theirs, batchId=batch, **options)
+        assert _state_rows(spark, ours, batchId=batch, **options) == expected, f"batch {batch}"
+        nonempty += bool(expected)
+    assert nonempty, "no state to compare"

@@ -1,0 +1,205 @@
+"""Unit tests of the spillstore Python package (no Spark session, no real jar needed)."""
+
+from __future__ import annotations
+
+import importlib.metadata
+from pathlib import Path
+from typing import Any
+
+import pyspark
+import pytest
+import spillstore
+from pyspark import SparkConf
+from pyspark.sql import SparkSession
+from spillstore import _config
+from spillstore.metrics import cache_hit_ratio, state_metrics
+
+PREFIX = "spark.sql.streaming.stateStore.spillstore."
+
+
+@pytest.fixture
+def jar(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> str:
+    """A stand-in for the bundled jar, so these tests do not depend on `make jar`."""
+    path = tmp_path / "jars" / "spillstore.jar"
+    path.parent.mkdir()
+    path.write_bytes(b"PK\x05\x06" + b"\x00" * 18)  # an empty zip
+    monkeypatch.setattr(_config, "_JAR_FILE", path)
+    return str(path)
+
+
+def _builder_conf(builder: Any) -> dict[str, str]:
+    return dict(builder._options)
+
+
+def test_public_api() -> None:
+    assert spillstore.PROVIDER_CLASS == "spillstore.SpillStoreProvider"
+    assert spillstore.CONF_PREFIX == PREFIX
+    assert spillstore.PROVIDER_CLASS_CONF == "spark.sql.streaming.stateStore.providerClass"
+    assert issubclass(spillstore.UnsupportedSparkVersionError, RuntimeError)
+    assert set(spillstore.__all__) <= set(dir(spillstore))
+
+
+def test_version_matches_distribution() -> None:
+    assert spillstore.__version__ == importlib.metadata.version("spillstore")
+
+
+def test_package_is_typed() -> None:
+    assert (Path(spillstore.__file__).parent / "py.typed").is_file()
+
+
+def test_configure_builder(jar: str) -> None:
+    builder = SparkSession.Builder().master("local[1]").config("spark.jars", "/opt/a.jar")
+    result = spillstore.configure(
+        builder, memory_budget_fraction=0.3, maxEntries=1_000_000, spill_enabled=True)
+    assert result is builder
+    assert _builder_conf(builder) == {
+        "spark.master": "local[1]",
+        "spark.jars": f"/opt/a.jar,{jar}",
+        "spark.sql.streaming.stateStore.providerClass": "spillstore.SpillStoreProvider",
+        PREFIX + "memoryBudgetFraction": "0.3",
+        PREFIX + "maxEntries": "1000000",
+        PREFIX + "spillEnabled": "true",
+    }
+
+
+def test_configure_conf(jar: str) -> None:
+    conf = SparkConf(loadDefaults=False).set("spark.jars", "a.jar, b.jar")
+    result = spillstore.configure(conf, compact_on_commit=False, budget="512m")
+    assert result is conf
+    assert conf.get("spark.jars") == f"a.jar,b.jar,{jar}"
+    assert conf.get("spark.sql.streaming.stateStore.providerClass") == spillstore.PROVIDER_CLASS
+    assert conf.get(PREFIX + "compactOnCommit") == "false"
+    assert conf.get(PREFIX + "budget") == "512m"
+
+
+@pytest.mark.parametrize("make", [lambda: SparkSession.Builder(),
+                                  lambda: SparkConf(loadDefaults=False)])
+def test_jar_set_once(jar: str, make: Any) -> None:
+    target = make()
+    spillstore.configure(spillstore.configure(target))
+    jars = target._options["spark.jars"] if hasattr(target, "_options") else target.get(
+        "spark.jars")
+    assert jars == jar
+
+
+def test_jar_given_as_file_uri_is_not_added_again(jar: str) -> None:
+    builder = SparkSession.Builder().config("spark.jars", f"file://{jar}")
+    spillstore.configure(builder)
+    assert builder._options["spark.jars"] == f"file://{jar}"
+
+
+def test_builder_without_options_dict_warns(jar: str) -> None:
+    class Minimal:
+        def __init__(self) -> None:
+            self.set: dict[str, str] = {}
+
+        def config(self, key: str, value: str) -> Minimal:
+            self.set[key] = value
+            return self
+
+    builder = Minimal()
+    with pytest.warns(RuntimeWarning, match="spark.jars"):
+        spillstore.configure(builder, a=1)
+    assert builder.set == {"spark.jars": jar, "spark.sql.streaming.stateStore.providerClass":
+                           spillstore.PROVIDER_CLASS, PREFIX + "a": "1"}
+
+
+@pytest.mark.parametrize("name, key", [
+    ("memoryBudgetFraction", "memoryBudgetFraction"),
+    ("memory_budget_fraction", "memoryBudgetFraction"),
+    ("maxEntries", "maxEntries"),
+    ("max_entries", "maxEntries"),
+    ("codec", "codec"),
+    ("cold_tier_dir", "coldTierDir"),
+])
+def test_option_key(name: str, key: str) -> None:
+    assert spillstore.option_key(name) == PREFIX + key
+
+
+@pytest.mark.parametrize("name", ["", "_private", "memory-budget", "a.b", "1st", "a b"])
+def test_invalid_option_name(jar: str, name: str) -> None:
+    with pytest.raises(ValueError, match="option name"):
+        spillstore.configure(SparkSession.Builder(), **{name: 1})
+
+
+@pytest.mark.parametrize("value", [None, [1], {"a": 1}, 1j])
+def test_invalid_option_value(jar: str, value: Any) -> None:
+    with pytest.raises(TypeError, match="maxEntries"):
+        spillstore.configure(SparkSession.Builder(), maxEntries=value)
+
+
+def test_configure_rejects_other_objects(jar: str) -> None:
+    with pytest.raises(TypeError, match="Builder or a pyspark.SparkConf"):
+        spillstore.configure({"spark.jars": ""})
+
+
+@pytest.mark.parametrize("installed", ["4.2.1", "3.5.3", "4.30.0", "5.0.0", "4.4.0.dev1"])
+def test_unsupported_spark_version(jar: str, monkeypatch: pytest.MonkeyPatch,
+                                   installed: str) -> None:
+    monkeypatch.setattr(pyspark, "__version__", installed)
+    builder = SparkSession.Builder()
+    with pytest.raises(spillstore.UnsupportedSparkVersionError) as error:
+        spillstore.configure(builder)
+    assert f"installed pyspark is {installed}" in str(error.value)
+    assert "requires pyspark 4.3.x" in str(error.value)
+    assert builder._options == {}, "nothing may be set when the version is wrong"
+
+
+@pytest.mark.parametrize("installed", ["4.3.0", "4.3.2", "4.3.1.dev0"])
+def test_supported_spark_version(jar: str, monkeypatch: pytest.MonkeyPatch,
+                                 installed: str) -> None:
+    monkeypatch.setattr(pyspark, "__version__", installed)
+    spillstore.configure(SparkSession.Builder())
+
+
+def test_jar_path(jar: str) -> None:
+    assert spillstore.jar_path() == jar
+
+
+def test_missing_jar(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(_config, "_JAR_FILE", tmp_path / "jars" / "spillstore.jar")
+    with pytest.raises(FileNotFoundError, match="make jar") as error:
+        spillstore.jar_path()
+    assert "reinstall" in str(error.value)
+    builder = SparkSession.Builder()
+    with pytest.raises(FileNotFoundError, match="make jar"):
+        spillstore.configure(builder)
+    assert builder._options == {}
+
+
+# ----------------------------------------------------------------------------------------------
+# Metrics helpers
+
+PROGRESS = {
+    "batchId": 3,
+    "stateOperators": [
+        {"numRowsTotal": 10, "numRowsUpdated": 2, "commitTimeMs": 5, "memoryUsedBytes": 100,
+         "customMetrics": {"spillstoreJournalBytes": 300, "spillstoreCacheHits": 3,
+                           "spillstoreCacheMisses": 1}},
+        {"numRowsTotal": 5, "numRowsUpdated": 1, "commitTimeMs": 7, "memoryUsedBytes": 50,
+         "customMetrics": {"spillstoreJournalBytes": 200, "spillstoreCacheHits": 3,
+                           "spillstoreCacheMisses": 1}},
+    ],
+}
+
+
+def test_state_metrics_sums_operators() -> None:
+    m = state_metrics(PROGRESS)
+    assert m == {"numRowsTotal": 15, "numRowsUpdated": 3, "commitTimeMs": 12,
+                 "memoryUsedBytes": 150, "spillstoreJournalBytes": 500,
+                 "spillstoreCacheHits": 6, "spillstoreCacheMisses": 2}
+    assert cache_hit_ratio(m) == 0.75
+
+
+def test_state_metrics_of_a_query_object() -> None:
+    class Query:
+        lastProgress = PROGRESS
+
+    assert state_metrics(Query())["numRowsTotal"] == 15
+    assert state_metrics(None) == {}
+    assert state_metrics({"batchId": 0, "stateOperators": []}) == {}
+
+
+def test_cache_hit_ratio_absent() -> None:
+    assert cache_hit_ratio({}) is None
+    assert cache_hit_ratio({"spillstoreCacheHits": 0, "spillstoreCacheMisses": 0}) is None
