@@ -1,0 +1,32 @@
+package spillstore.memory
+
+/**
+ * What the executor-wide [[MemoryManager]] sees of one loaded provider's heap tier.
+ *
+ * A spillable is owned by at most one task thread at a time (while a store of its provider is
+ * open: "busy"). Only that thread may evict from a busy spillable; any thread may evict from
+ * an idle one, under the spillable's own lock, which `trySpill` takes.
+ */
+trait Spillable {
+  /** Estimated heap bytes of the entries it holds; readable from any thread. */
+  def heapBytes: Long
+
+  /** Entries it holds on the heap; readable from any thread. */
+  def heapEntries: Long
+
+  /** `System.nanoTime` of its last use by a task: the coldness FLIP-50 ranks by. */
+  def lastUsedNanos: Long
+
+  /**
+   * From a thread that does not own it: if it is idle, evict about `bytes` (and at least
+   * `entries` entries) to its cold tier now and return the bytes freed; if it is busy, return 0
+   * without waiting.
+   */
+  def trySpill(bytes: Long, entries: Long): Long
+
+  /**
+   * Ask its owner to shrink to at most `targetBytes` / `targetEntries` at its next chance
+   * (the owner checks on its next put or promotion). Never blocks.
+   */
+  def requestShrink(targetBytes: Long, targetEntries: Long): Unit
+}
