@@ -5,7 +5,6 @@ import org.apache.spark.sql.execution.streaming.state._
 import org.apache.spark.sql.types.StructType
 import org.apache.spark.unsafe.Platform
 
-import spillstore.heap.Entry
 import spillstore.metrics.SpillStoreMetrics
 
 /**
@@ -21,7 +20,7 @@ final class SpillStateStore private[spillstore] (
     forceSnapshotOnCommit: Boolean) extends StateStore {
   import SpillStateStore._
 
-  private val heap = provider.heap
+  private val live = provider.state
   private val keyFields = provider.keySchema.length
   private val valueFields = provider.valueSchema.length
   @volatile private[spillstore] var state: State = Updating
@@ -32,9 +31,8 @@ final class SpillStateStore private[spillstore] (
 
   override def get(key: UnsafeRow, colFamilyName: String): UnsafeRow = {
     checkReadable(colFamilyName)
-    val e = heap.get(key.getBaseObject, key.getBaseOffset, key.getSizeInBytes, key.hashCode)
-    provider.batchLookups += 1
-    if (e == null) null else valueRow(e.value)
+    val v = live.get(key)
+    if (v == null) null else valueRow(v)
   }
 
   override def put(key: UnsafeRow, value: UnsafeRow, colFamilyName: String): Unit = {
@@ -42,26 +40,25 @@ final class SpillStateStore private[spillstore] (
     checkWritable(colFamilyName)
     val bytes = new Array[Byte](value.getSizeInBytes)
     value.writeToMemory(bytes, Platform.BYTE_ARRAY_OFFSET)
-    heap.put(key.getBaseObject, key.getBaseOffset, key.getSizeInBytes, key.hashCode, bytes)
+    live.put(key, bytes)
   }
 
   override def remove(key: UnsafeRow, colFamilyName: String): Unit = {
     checkWritable(colFamilyName)
-    heap.remove(key.getBaseObject, key.getBaseOffset, key.getSizeInBytes, key.hashCode)
+    live.remove(key)
   }
 
   override def iterator(colFamilyName: String): StateStoreIterator[UnsafeRowPair] = {
     checkReadable(colFamilyName)
-    pairs(heap.numSlots, heap.entryAt)
+    pairs(live.iterator())
   }
 
   override def prefixScan(
       prefixKey: UnsafeRow, colFamilyName: String): StateStoreIterator[UnsafeRowPair] = {
     checkReadable(colFamilyName)
-    val index = provider.prefixIndex.getOrElse(throw new UnsupportedOperationException(
-      s"prefixScan needs a store created with PrefixKeyScanStateEncoderSpec; $this was not"))
-    val entries = index.entriesWithPrefix(prefixKey)
-    pairs(entries.length, entries)
+    if (!provider.supportsPrefixScan) throw new UnsupportedOperationException(
+      s"prefixScan needs a store created with PrefixKeyScanStateEncoderSpec; $this was not")
+    pairs(live.prefixScan(prefixKey).iterator)
   }
 
   override def multiGet(keys: Array[UnsafeRow], colFamilyName: String): Iterator[UnsafeRow] =
@@ -78,15 +75,20 @@ final class SpillStateStore private[spillstore] (
 
   override def metrics: StateStoreMetrics = {
     val custom: Map[StateStoreCustomMetric, Long] = Map(
-      SpillStoreMetrics.CacheHits -> provider.batchLookups,
-      SpillStoreMetrics.CacheMisses -> 0L,
+      SpillStoreMetrics.CacheHits -> live.hits,
+      SpillStoreMetrics.CacheMisses -> live.misses,
+      SpillStoreMetrics.ColdLoads -> live.coldLoads,
+      SpillStoreMetrics.Evictions -> live.evictions,
+      SpillStoreMetrics.WriteBacks -> live.writeBacks,
+      SpillStoreMetrics.ColdEntries -> live.coldKeyCount,
+      SpillStoreMetrics.ColdBytes -> live.coldBytes,
       SpillStoreMetrics.JournalBytes -> journal.bytes,
       SpillStoreMetrics.JournalRecords -> journal.records,
       SpillStoreMetrics.CommitTime -> journal.millis,
       SpillStoreMetrics.ForcedSnapshots -> (if (journal.forcedSnapshot) 1L else 0L),
-      SpillStoreMetrics.HeapBytes -> heap.estimatedBytes,
-      SpillStoreMetrics.HeapEntries -> heap.numLiveEntries)
-    StateStoreMetrics(heap.numLiveEntries, heap.estimatedBytes, custom)
+      SpillStoreMetrics.HeapBytes -> live.heapBytes,
+      SpillStoreMetrics.HeapEntries -> live.heapEntries)
+    StateStoreMetrics(live.numKeys, live.heapBytes, custom)
   }
 
   override def getStateStoreCheckpointInfo(): StateStoreCheckpointInfo =
@@ -134,44 +136,13 @@ final class SpillStateStore private[spillstore] (
     row
   }
 
-  /**
-   * Iterates live entries at positions [0, numSlots) of `slotAt`, re-reading `numSlots` as it
-   * goes so that keys added meanwhile are seen. Like a ConcurrentHashMap iterator it looks one
-   * entry ahead (an iterator that finds nothing left ends, whatever is added later) and returns
-   * an entry's value as of `next()`, or as of the look-ahead if it was removed since.
-   */
-  private def pairs(numSlots: => Int, slotAt: Int => Entry): StateStoreIterator[UnsafeRowPair] = {
-    // (Names differ from Iterator's members on purpose: inside the anonymous class, a `size`
-    // parameter would be shadowed by Iterator.size.)
-    val it = new Iterator[UnsafeRowPair] {
-      private val pair = new UnsafeRowPair()
-      private var i = 0
-      private var ahead: Entry = _
-      private var aheadValue: Array[Byte] = _
-      advance()
-
-      private def advance(): Unit = {
-        ahead = null
-        while (ahead == null && i < numSlots) {
-          val e = slotAt(i)
-          i += 1
-          if (e.isLive) { ahead = e; aheadValue = e.value }
-        }
-      }
-
-      override def hasNext: Boolean = ahead != null
-
-      override def next(): UnsafeRowPair = {
-        if (ahead == null) throw new NoSuchElementException("no more state entries")
-        val key = new UnsafeRow(keyFields)
-        key.pointTo(ahead.key, ahead.key.length)
-        val current = ahead.value
-        pair.withRows(key, valueRow(if (current != null) current else aheadValue))
-        advance()
-        pair
-      }
-    }
-    new StateStoreIterator(it)
+  private def pairs(entries: Iterator[(Array[Byte], Array[Byte])]): StateStoreIterator[UnsafeRowPair] = {
+    val pair = new UnsafeRowPair()
+    new StateStoreIterator(entries.map { case (k, v) =>
+      val key = new UnsafeRow(keyFields)
+      key.pointTo(k, k.length)
+      pair.withRows(key, valueRow(v))
+    })
   }
 
   private def checkReadable(colFamilyName: String): Unit = {

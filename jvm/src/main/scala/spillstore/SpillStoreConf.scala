@@ -1,5 +1,7 @@
 package spillstore
 
+import java.io.File
+
 import scala.util.control.NonFatal
 
 import org.apache.spark.sql.execution.streaming.state.{SpillStoreSparkBridge, StateStoreConf}
@@ -14,6 +16,7 @@ import org.apache.spark.sql.execution.streaming.state.{SpillStoreSparkBridge, St
  */
 final case class SpillStoreConf(
     codec: SpillStoreSparkBridge.Codec,
+    localDir: File,
     minDeltasForSnapshot: Int,
     minVersionsToRetain: Int,
     reportCommits: Boolean,
@@ -22,8 +25,12 @@ final case class SpillStoreConf(
 object SpillStoreConf {
   val Prefix = "spark.sql.streaming.stateStore.spillstore."
 
+  private val LocalDir = "localDir"
+
   /** spillstore's own keys (name after the prefix -> doc), for validation and the README. */
-  val Keys: Map[String, String] = Map.empty
+  val Keys: Map[String, String] = Map(
+    LocalDir -> ("directory for the cold tier's RocksDB instances (default: the first of " +
+      "Spark's local dirs, spark.local.dir / SPARK_LOCAL_DIRS); never the checkpoint location"))
 
   private val CodecKey = "spark.sql.streaming.stateStore.compression.codec"
 
@@ -41,8 +48,13 @@ object SpillStoreConf {
         s"$CodecKey=${storeConf.compressionCodec} is not a compression codec Spark can create " +
           s"(use lz4, lzf, snappy or zstd): ${e.getMessage}", e)
     }
+    val opts = storeConf.sqlConfs.collect {
+      case (k, v) if k.startsWith(Prefix) => k.stripPrefix(Prefix) -> v
+    }
     SpillStoreConf(
       codec = codec,
+      localDir = opts.get(LocalDir).map(new File(_))
+        .getOrElse(new File(SpillStoreSparkBridge.localDir(), "spillstore")),
       minDeltasForSnapshot = storeConf.minDeltasForSnapshot,
       minVersionsToRetain = storeConf.minVersionsToRetain,
       reportCommits = storeConf.commitValidationEnabled,

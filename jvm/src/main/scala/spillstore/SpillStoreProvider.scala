@@ -14,14 +14,15 @@ import org.apache.spark.sql.types.StructType
 
 import spillstore.SpillStateStore.CommitStats
 import spillstore.checkpoint.{CheckpointDir, Cleaner, Snapshotter, StateFile}
-import spillstore.heap.{HeapTier, PrefixIndex}
+import spillstore.heap.PrefixIndex
 import spillstore.metrics.SpillStoreMetrics
 import spillstore.recovery.Recovery
+import spillstore.tiered.TieredState
 
 /**
  * spillstore's `StateStoreProvider`: one per (operator, partition, store name) on an executor.
- * It wires the heap tier, the journal writer, recovery and maintenance together and owns the
- * version the live state is at.
+ * It wires the tiered live state, the journal writer, recovery and maintenance together and
+ * owns the version the live state is at.
  *
  * Threads: the task thread opens, changes and commits stores; Spark's maintenance pools call
  * `doSnapshotMaintenance` and `doCleanupMaintenance`, which work on checkpoint files only and
@@ -36,8 +37,7 @@ class SpillStoreProvider extends StateStoreProvider with Logging {
   private var conf: SpillStoreConf = _
   private var hadoopConf: Configuration = _
   private var dir: CheckpointDir = _
-  private[spillstore] var heap: HeapTier = _
-  private[spillstore] var prefixIndex: Option[PrefixIndex] = None
+  private[spillstore] var state: TieredState = _
   private var recovery: Recovery = _
   private var snapshotter: Snapshotter = _
   private var cleaner: Cleaner = _
@@ -45,13 +45,8 @@ class SpillStoreProvider extends StateStoreProvider with Logging {
 
   /** Committed version the heap holds; -1 when it must be loaded before use. */
   @volatile private var loadedVersion = -1L
-  /** The one store allowed to change the heap, if any. */
+  /** The one store allowed to change the live state, if any. */
   @volatile private var owner: SpillStateStore = _
-  /**
-   * Lookups of the current batch, across its read and write views: streaming aggregation reads
-   * through a read store but reports the metrics of the write store it upgrades to.
-   */
-  private[spillstore] var batchLookups = 0L
 
   override def init(
       stateStoreId: StateStoreId,
@@ -76,20 +71,24 @@ class SpillStoreProvider extends StateStoreProvider with Logging {
       case p: PrefixKeyScanStateEncoderSpec => Some(new PrefixIndex(keySchema, p.numColsPrefixKey))
       case other => reject(s"key encoder $other (range scans)")
     }
+    this.prefixScans = index.isDefined
     this.storeId = stateStoreId
     this.keySchema = keySchema
     this.valueSchema = valueSchema
     this.conf = SpillStoreConf(storeConfs)
     this.hadoopConf = hadoopConf
     this.dir = new CheckpointDir(stateStoreId.storeCheckpointLocation(), hadoopConf, conf.codec)
-    this.prefixIndex = index
-    this.heap = new HeapTier(index.getOrElse(HeapTier.NoListener))
+    this.state = new TieredState(s"op${stateStoreId.operatorId}-p${stateStoreId.partitionId}-" +
+      stateStoreId.storeName, index, () => conf.localDir, _.shrinkIfRequested())
     this.recovery = new Recovery(dir)
     this.snapshotter = new Snapshotter(dir)
     this.cleaner = new Cleaner(dir)
   }
 
   override def stateStoreId: StateStoreId = storeId
+
+  private var prefixScans = false
+  private[spillstore] def supportsPrefixScan: Boolean = prefixScans
 
   private[spillstore] def checkpointPath: Path = dir.path
 
@@ -118,25 +117,23 @@ class SpillStoreProvider extends StateStoreProvider with Logging {
   private def open(version: Long, writable: Boolean, forceSnapshotOnCommit: Boolean,
       newBatch: Boolean): SpillStateStore = synchronized {
     if (version < 0) throw SpillStoreSparkBridge.unexpectedVersion(version)
-    if (newBatch) batchLookups = 0
     val previous = owner
     if (previous != null) {
       // A batch left open: an attempt that failed without aborting, or one still running
       // (zombie, speculation). Its changes are not committed, so they must not survive.
       logWarning(s"$previous was still open when version $version was requested; aborting it")
-      heap.abortBatch()
+      state.abortBatch()
       previous.state = SpillStateStore.Invalidated
       owner = null
     }
     ensureLoaded(version)
+    // A new batch starts its statistics; an upgrade continues those of its read store.
+    if (newBatch) state.acquire()
     val store = new SpillStateStore(this, version, writable, forceSnapshotOnCommit)
-    if (writable) {
-      owner = store
-      Option(TaskContext.get()).foreach { ctx =>
-        ctx.addTaskCompletionListener[Unit](_ => if (store.state == SpillStateStore.Updating) {
-          store.abort()
-        })
-      }
+    if (writable) owner = store
+    // Spark never releases read stores (4.1+), so the task's end is when the state is idle.
+    Option(TaskContext.get()).foreach { ctx =>
+      ctx.addTaskCompletionListener[Unit](_ => finish(store))
     }
     store
   }
@@ -146,21 +143,27 @@ class SpillStoreProvider extends StateStoreProvider with Logging {
     if (loadedVersion == version) return
     try {
       val rolledForward = loadedVersion >= 0 && version > loadedVersion && {
-        try { recovery.rollForward(loadedVersion, version, heap); true } catch {
+        try { recovery.rollForward(loadedVersion, version, state); true } catch {
           case NonFatal(e) =>
             logInfo(s"Cannot roll $storeId forward from $loadedVersion to $version ($e); " +
               "reloading from the checkpoint")
             false
         }
       }
-      if (!rolledForward) recovery.load(version, heap)
+      if (!rolledForward) recovery.load(version, state)
       loadedVersion = version
     } catch {
       case e: Throwable =>
         loadedVersion = -1
-        heap.clear()
+        state.clear()
         throw e
     }
+  }
+
+  /** End of the task that opened `store`: abort it if it is still open, and go idle. */
+  private def finish(store: SpillStateStore): Unit = synchronized {
+    if (store.state == SpillStateStore.Updating && store.isWritable) abort(store)
+    else if (owner == null) state.release()
   }
 
   private[spillstore] def isOwner(store: SpillStateStore): Boolean = owner eq store
@@ -177,24 +180,15 @@ class SpillStoreProvider extends StateStoreProvider with Logging {
     }
     val newVersion = store.version + 1
     val start = System.nanoTime()
-    val written = try {
-      dir.write(StateFile.Journal, newVersion) { out =>
-        val changes = heap.changedEntries
-        var i = 0
-        while (i < changes.size) {
-          val e = changes(i)
-          if (e.isLive) out.put(e.key, e.value) else if (heap.isNetChange(e)) out.remove(e.key)
-          i += 1
-        }
-      }
-    } catch {
+    val written = try dir.write(StateFile.Journal, newVersion)(state.writeJournal) catch {
       case NonFatal(e) =>
         abort(store)
         throw SpillStoreSparkBridge.cannotCommit(store.toString, e)
     }
-    heap.commitBatch()
+    state.commitBatch()
     loadedVersion = newVersion
     owner = null
+    state.release()
     val millis = (System.nanoTime() - start) / 1000000
     logDebug(s"Committed $store as version $newVersion (${written.records} changes, " +
       s"${written.bytes} bytes, $millis ms)")
@@ -214,8 +208,9 @@ class SpillStoreProvider extends StateStoreProvider with Logging {
   private[spillstore] def abort(store: SpillStateStore): Unit = synchronized {
     if (store.state == SpillStateStore.Updating) {
       if (isOwner(store)) {
-        heap.abortBatch()
+        state.abortBatch()
         owner = null
+        state.release()
       }
       store.state = SpillStateStore.Aborted
     }
@@ -251,7 +246,7 @@ class SpillStoreProvider extends StateStoreProvider with Logging {
   override def close(): Unit = synchronized {
     if (owner != null) owner.state = SpillStateStore.Invalidated
     owner = null
-    if (heap != null) heap.clear()
+    if (state != null) state.close()
     loadedVersion = -1
   }
 

@@ -35,9 +35,15 @@ object StateFile {
   final class CorruptFileException(msg: String, cause: Throwable = null)
     extends IOException(msg, cause)
 
+  /** Where changed entries go: a file being written, or (in tests) a buffer. */
+  trait RecordSink {
+    def put(key: Array[Byte], value: Array[Byte]): Unit
+    def remove(key: Array[Byte]): Unit
+  }
+
   /** Writes one file to `raw`, which the caller then publishes (close) or discards. */
-  final class Writer(
-      raw: OutputStream, kind: Kind, version: Long, codec: SpillStoreSparkBridge.Codec) {
+  final class Writer(raw: OutputStream, kind: Kind, version: Long,
+      codec: SpillStoreSparkBridge.Codec) extends RecordSink {
     private val crc = new CRC32C
     private var records = 0L
     private val out = new CountingStream(raw)

@@ -48,33 +48,55 @@ final class HeapTier(listener: HeapTier.Listener = HeapTier.NoListener) {
   def numSlots: Int = entriesInTable
   def entryAt(slot: Int): Entry = dense(slot)
 
-  /** The live entry for the key bytes at (base, offset, length), or null. Touches LRU order. */
+  /** The live entry for the key bytes at (base, offset, length), or null. Marks it used. */
   def get(base: AnyRef, offset: Long, length: Int, hash: Int): Entry = {
     val e = find(base, offset, length, hash)
     if (e == null || !e.isLive) null else { touch(e); e }
   }
 
+  /**
+   * The entry for the key, live or removed in the open batch (a tombstone), or null when the
+   * heap knows nothing of the key. Marks a live entry used.
+   */
+  def lookup(base: AnyRef, offset: Long, length: Int, hash: Int): Entry = {
+    val e = find(base, offset, length, hash)
+    if (e != null && e.isLive) touch(e)
+    e
+  }
+
+
+
   /** Sets the key's value in the open batch; `value` must be a fresh array owned by the tier. */
   def put(base: AnyRef, offset: Long, length: Int, hash: Int, value: Array[Byte]): Unit = {
-    var e = find(base, offset, length, hash)
-    if (e == null) {
-      e = insert(hash, copyOf(base, offset, length))
-      recordChange(e)
-      setValue(e, value)
-    } else {
-      recordChange(e)
-      setValue(e, value)
-      touch(e)
-    }
+    val e = find(base, offset, length, hash)
+    if (e == null) insertChanged(hash, copyOf(base, offset, length), value) else update(e, value)
   }
 
   /** Removes the key in the open batch; a no-op when it is absent. */
   def remove(base: AnyRef, offset: Long, length: Int, hash: Int): Unit = {
     val e = find(base, offset, length, hash)
-    if (e != null && e.isLive) {
-      recordChange(e)
-      setValue(e, null)
-    }
+    if (e != null && e.isLive) removeEntry(e)
+  }
+
+  /** Sets an entry's value in the open batch. */
+  def update(e: Entry, value: Array[Byte]): Unit = {
+    recordChange(e)
+    setValue(e, value)
+    touch(e)
+  }
+
+  /** Adds a key the committed state does not have, in the open batch. */
+  def insertChanged(hash: Int, key: Array[Byte], value: Array[Byte]): Entry = {
+    val e = insert(hash, key)
+    recordChange(e)
+    setValue(e, value)
+    e
+  }
+
+  /** Removes a live entry in the open batch (it stays as a tombstone until commit). */
+  def removeEntry(e: Entry): Unit = {
+    recordChange(e)
+    setValue(e, null)
   }
 
   /** The open batch's changed entries, each once, in first-change order. */
@@ -109,23 +131,32 @@ final class HeapTier(listener: HeapTier.Listener = HeapTier.NoListener) {
     changes.clear()
   }
 
-  /** Applies a committed change outside any batch (recovery). A null value removes. */
-  def applyCommitted(key: Array[Byte], value: Array[Byte]): Unit = {
-    val hash = hashOf(key)
-    val e = find(key, Platform.BYTE_ARRAY_OFFSET, key.length, hash)
-    if (value == null) {
-      if (e != null) { setValue(e, null); unlink(e) }
-    } else if (e == null) {
-      setValue(insert(hash, key), value)
-    } else {
-      setValue(e, value)
-    }
+  /** Adds a committed entry outside any batch (recovery, promotion). */
+  def insertCommitted(hash: Int, key: Array[Byte], value: Array[Byte], cold: Byte): Entry = {
+    val e = insert(hash, key)
+    setValue(e, value)
+    e.cold = cold
+    e
+  }
+
+  /** Replaces a committed entry's value outside any batch (recovery). */
+  def setCommitted(e: Entry, value: Array[Byte]): Unit = {
+    setValue(e, value)
+    if (e.cold == Entry.ColdClean) e.cold = Entry.ColdStale
+  }
+
+  /** Drops a committed entry outside any batch (recovery replaying a removal, eviction). */
+  def dropCommitted(e: Entry): Unit = {
+    setValue(e, null)
+    unlink(e)
+    e.flags = 0
   }
 
   /**
    * The next eviction victim by CLOCK: the first entry at or after the hand that was not used
-   * since the hand last passed (passing clears the bit) and is not changed in the open batch
-   * (pinned until commit). Null if two sweeps find none.
+   * since the hand last passed (passing clears the bit), is not changed in the open batch
+   * (pinned until commit) and was not selected already. Null if two sweeps find none. The
+   * victim stays selected until [[dropCommitted]] or [[unselect]].
    */
   def nextVictim(): Entry = {
     var budget = 2 * entriesInTable
@@ -135,10 +166,13 @@ final class HeapTier(listener: HeapTier.Listener = HeapTier.NoListener) {
       hand += 1
       budget -= 1
       if (e.referenced) e.referenced = false
-      else if (e.isLive && !e.changed) return e
+      else if (e.isLive && e.flags == 0) { e.flags = Entry.Selected; return e }
     }
     null
   }
+
+  /** Returns a selected victim that was not evicted after all. */
+  def unselect(e: Entry): Unit = e.flags = 0
 
   def clear(): Unit = {
     listener.cleared()
@@ -205,6 +239,8 @@ final class HeapTier(listener: HeapTier.Listener = HeapTier.NoListener) {
   private def recordChange(e: Entry): Unit = if (!e.changed) {
     e.flags = if (e.isLive) (Entry.Changed | Entry.Existed).toByte else Entry.Changed
     e.undo = e.value
+    // Conservative: after an abort the cold copy is rewritten once more than needed.
+    if (e.cold == Entry.ColdClean) e.cold = Entry.ColdStale
     changes += e
   }
 

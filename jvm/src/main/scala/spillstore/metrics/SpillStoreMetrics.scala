@@ -11,6 +11,16 @@ object SpillStoreMetrics {
     "spillstore: lookups answered from the heap")
   val CacheMisses = StateStoreCustomSumMetric("spillstoreCacheMisses",
     "spillstore: lookups that had to read the cold tier")
+  val ColdLoads = StateStoreCustomSumMetric("spillstoreColdLoads",
+    "spillstore: entries loaded back from the cold tier (RocksDB) into the heap")
+  val Evictions = StateStoreCustomSumMetric("spillstoreEvictions",
+    "spillstore: entries evicted from the heap to the cold tier")
+  val WriteBacks = StateStoreCustomSumMetric("spillstoreWriteBacks",
+    "spillstore: evicted entries that had to be written to RocksDB (the rest were clean)")
+  val ColdEntries = StateStoreCustomSizeMetric("spillstoreColdEntries",
+    "spillstore: entries held in the cold tier", isSnapshot = true)
+  val ColdBytes = StateStoreCustomSizeMetric("spillstoreColdBytes",
+    "spillstore: bytes of the cold tier's RocksDB (files and memtables)", isSnapshot = true)
   val JournalBytes = StateStoreCustomSumMetric("spillstoreJournalBytes",
     "spillstore: bytes of journal files written by commits")
   val JournalRecords = StateStoreCustomSumMetric("spillstoreJournalRecords",
@@ -26,6 +36,6 @@ object SpillStoreMetrics {
     "spillstore: entries held on the heap", isSnapshot = true)
 
   val all: Seq[StateStoreCustomMetric] =
-    Seq(CacheHits, CacheMisses, JournalBytes, JournalRecords, CommitTime, ForcedSnapshots,
-      HeapBytes, HeapEntries)
+    Seq(CacheHits, CacheMisses, ColdLoads, Evictions, WriteBacks, JournalBytes, JournalRecords,
+      CommitTime, ForcedSnapshots, HeapBytes, HeapEntries, ColdEntries, ColdBytes)
 }

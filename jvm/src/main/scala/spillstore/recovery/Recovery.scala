@@ -8,7 +8,7 @@ import org.apache.spark.internal.Logging
 import org.apache.spark.sql.execution.streaming.state.SpillStoreSparkBridge
 
 import spillstore.checkpoint.{CheckpointDir, StateFile}
-import spillstore.heap.HeapTier
+import spillstore.tiered.TieredState
 
 /**
  * Rebuilds a committed version from the checkpoint directory: the newest snapshot at or below
@@ -16,24 +16,25 @@ import spillstore.heap.HeapTier
  */
 final class Recovery(dir: CheckpointDir) extends Logging {
 
-  /** Loads exactly `version` into `heap`, which is cleared first. */
-  def load(version: Long, heap: HeapTier): Unit = {
-    heap.clear()
+  /** Loads exactly `version` into `state`, which is cleared first. */
+  def load(version: Long, state: TieredState): Unit = {
+    state.clear()
     if (version == 0) return
     val start = System.nanoTime()
     val listing = dir.list()
     val base = listing.latestSnapshotAtOrBelow(version)
     checkJournals(listing, base, version)
-    if (base > 0) applyFile(StateFile.Snapshot, base, heap)
-    replayJournals(base, version, heap)
+    if (base > 0) applyFile(StateFile.Snapshot, base, state)
+    replayJournals(base, version, state)
     logInfo(s"Loaded version $version of ${dir.path} (snapshot $base + ${version - base} " +
-      s"journals, ${heap.numLiveEntries} keys) in ${(System.nanoTime() - start) / 1000000} ms")
+      s"journals, ${state.numKeys} keys, ${state.coldKeyCount} of them spilled) in " +
+      s"${(System.nanoTime() - start) / 1000000} ms")
   }
 
-  /** Moves `heap` from committed version `from` forward to `to` by replaying journals. */
-  def rollForward(from: Long, to: Long, heap: HeapTier): Unit = {
+  /** Moves `state` from committed version `from` forward to `to` by replaying journals. */
+  def rollForward(from: Long, to: Long, state: TieredState): Unit = {
     checkJournals(dir.list(), from, to)
-    replayJournals(from, to, heap)
+    replayJournals(from, to, state)
   }
 
   private def checkJournals(listing: CheckpointDir.Listing, from: Long, to: Long): Unit =
@@ -44,13 +45,13 @@ final class Recovery(dir: CheckpointDir) extends Logging {
           s"(it needs journals ${from + 1} to $to after snapshot $from)"))
     }
 
-  private def replayJournals(from: Long, to: Long, heap: HeapTier): Unit = {
+  private def replayJournals(from: Long, to: Long, state: TieredState): Unit = {
     var v = from + 1
-    while (v <= to) { applyFile(StateFile.Journal, v, heap); v += 1 }
+    while (v <= to) { applyFile(StateFile.Journal, v, state); v += 1 }
   }
 
-  private def applyFile(kind: StateFile.Kind, version: Long, heap: HeapTier): Unit =
-    try dir.read(kind, version)(heap.applyCommitted) catch {
+  private def applyFile(kind: StateFile.Kind, version: Long, state: TieredState): Unit =
+    try dir.read(kind, version)(state.applyCommitted) catch {
       case NonFatal(e) =>
         throw SpillStoreSparkBridge.cannotReadStateFile(dir.file(kind, version), e)
     }

@@ -12,6 +12,7 @@ import org.apache.spark.{SparkConf, SparkEnv}
 import org.apache.spark.internal.Logging
 import org.apache.spark.io.CompressionCodec
 import org.apache.spark.sql.errors.QueryExecutionErrors
+import org.apache.spark.util.Utils
 
 /**
  * The one place where spillstore touches Spark members that are `private[spark]` or
@@ -31,6 +32,10 @@ object SpillStoreSparkBridge extends Logging {
     def compress(out: OutputStream): OutputStream = c.compressedOutputStream(out)
     def decompress(in: InputStream): InputStream = c.compressedInputStream(in)
   }
+
+  /** The executor's first local directory (as Spark's block manager uses), or java.io.tmpdir. */
+  def localDir(): String = Option(SparkEnv.get).map(env => Utils.getLocalDir(env.conf))
+    .getOrElse(System.getProperty("java.io.tmpdir"))
 
   def unexpectedVersion(version: Long): Throwable =
     QueryExecutionErrors.unexpectedStateStoreVersion(version)

@@ -1,0 +1,113 @@
+package spillstore.cold
+
+import java.io.File
+import java.util.UUID
+
+import scala.util.control.NonFatal
+
+import org.apache.commons.io.FileUtils
+import org.rocksdb._
+
+import org.apache.spark.internal.Logging
+
+/**
+ * The cold tier: a private local RocksDB holding entries evicted from the heap, serialized as
+ * the same key and value bytes. It is a cache of committed state, never a source of truth:
+ * the checkpoint's journals and snapshots are, so writes skip RocksDB's WAL and the whole
+ * directory is deleted on close or reload.
+ *
+ * Not thread-safe beyond what RocksDB itself guarantees: the owning provider serializes use.
+ */
+final class ColdTier private (val dir: File) extends AutoCloseable with Logging {
+  import ColdTier._
+
+  private val filter = new BloomFilter(10.0, false)
+  private val cache = new LRUCache(BlockCacheBytes)
+  private val tableConfig = new BlockBasedTableConfig()
+    .setFilterPolicy(filter)
+    .setBlockCache(cache)
+    .setWholeKeyFiltering(true)
+  private val options = new Options()
+    .setCreateIfMissing(true)
+    .setTableFormatConfig(tableConfig)
+    .setCompressionType(CompressionType.LZ4_COMPRESSION)
+    .setWriteBufferSize(WriteBufferBytes)
+    .setMaxWriteBufferNumber(2)
+    .setMemtablePrefixBloomSizeRatio(0.1)
+    .setMaxOpenFiles(256)
+  private val writeOptions = new WriteOptions().setDisableWAL(true)
+  private val readOptions = new ReadOptions()
+  private val db = RocksDB.open(options, dir.getAbsolutePath)
+
+  def get(key: Array[Byte]): Array[Byte] = db.get(readOptions, key)
+
+  /** Applies puts (value non-null) and deletes in one write. */
+  def write(batch: WriteBatch): Unit = db.write(writeOptions, batch)
+
+  /** Entries in key order from `from` (inclusive; null = first) while `keep(key)` holds. */
+  def scan(from: Array[Byte], keep: Array[Byte] => Boolean): Iterator[(Array[Byte], Array[Byte])] = {
+    val it = db.newIterator(readOptions)
+    if (from == null) it.seekToFirst() else it.seek(from)
+    new Iterator[(Array[Byte], Array[Byte])] {
+      private var open = true
+      private def valid: Boolean = open && {
+        val ok = it.isValid && keep(it.key())
+        if (!ok) { it.close(); open = false }
+        ok
+      }
+      override def hasNext: Boolean = valid
+      override def next(): (Array[Byte], Array[Byte]) = {
+        if (!valid) throw new NoSuchElementException("cold tier scan is exhausted")
+        val kv = (it.key(), it.value())
+        it.next()
+        kv
+      }
+    }
+  }
+
+  /** Bytes RocksDB holds on disk and in memtables. */
+  def approximateBytes: Long = try {
+    db.getLongProperty("rocksdb.total-sst-files-size") +
+      db.getLongProperty("rocksdb.cur-size-all-mem-tables")
+  } catch { case NonFatal(_) => 0L }
+
+  override def close(): Unit = {
+    try {
+      db.close()
+      Seq(readOptions, writeOptions, options, filter, cache).foreach(_.close())
+    } finally {
+      FileUtils.deleteQuietly(dir)
+    }
+  }
+}
+
+object ColdTier extends Logging {
+  private val BlockCacheBytes = 8L << 20
+  private val WriteBufferBytes = 16L << 20
+
+  private lazy val nativeLoaded: Unit = RocksDB.loadLibrary()
+
+  /** A write batch for [[ColdTier.write]]; the caller closes it. */
+  def newBatch(): WriteBatch = { nativeLoaded; new WriteBatch() }
+
+  /**
+   * Opens a new, empty cold tier in a directory of its own under `parent` (the executor's local
+   * dir: never the checkpoint directory). The name carries the store's id for operators'
+   * benefit and a UUID so that two providers never share it.
+   */
+  def create(parent: File, storeName: String): ColdTier = {
+    nativeLoaded
+    if (!parent.isDirectory && !parent.mkdirs()) {
+      throw new IllegalStateException(s"spillstore cannot create its local directory $parent " +
+        "for the cold tier; check spark.local.dir / SPARK_LOCAL_DIRS or " +
+        "spark.sql.streaming.stateStore.spillstore.localDir")
+    }
+    val dir = new File(parent, s"spillstore-$storeName-${UUID.randomUUID()}")
+    try new ColdTier(dir) catch {
+      case e: RocksDBException =>
+        FileUtils.deleteQuietly(dir)
+        throw new IllegalStateException(
+          s"spillstore cannot open its cold tier (RocksDB) in $dir: ${e.getMessage}", e)
+    }
+  }
+}

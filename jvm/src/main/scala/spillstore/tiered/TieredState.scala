@@ -1,0 +1,415 @@
+package spillstore.tiered
+
+import java.io.File
+
+import scala.collection.mutable.ArrayBuffer
+
+import org.rocksdb.WriteBatch
+
+import org.apache.spark.internal.Logging
+import org.apache.spark.sql.catalyst.expressions.UnsafeRow
+import org.apache.spark.unsafe.Platform
+
+import spillstore.checkpoint.StateFile
+import spillstore.cold.{ColdKeys, ColdTier}
+import spillstore.heap.{Entry, HeapTier, PrefixIndex}
+import spillstore.memory.Spillable
+
+/**
+ * A provider's live state over two tiers: the heap tier (hot entries, the open batch) and the
+ * cold tier (entries evicted to a local RocksDB). Reads see the union, the heap winning; a heap
+ * miss loads the entry from RocksDB and promotes it. Eviction is write-back: an entry RocksDB
+ * already holds unchanged is dropped without a write.
+ *
+ * Exactness: before the batch changes a key the heap lacks, the key is promoted from RocksDB
+ * when it is there, so every changed entry knows whether it existed, and each entry knows what
+ * RocksDB holds for it. That keeps journals, the key count and the cold tier exact.
+ *
+ * Threads: the owning task thread uses it between `acquire` and `release`; any other thread
+ * may only call the [[Spillable]] members, and `trySpill` evicts only while it is released.
+ */
+final class TieredState(
+    name: String,
+    prefixIndex: Option[PrefixIndex],
+    localDir: () => File,
+    onGrowth: TieredState => Unit,
+    reportEveryBytes: Long = TieredState.ReportEveryBytes) extends Spillable with Logging {
+  import TieredState._
+
+  val heap = new HeapTier(prefixIndex.getOrElse(HeapTier.NoListener))
+  private val coldKeys: ColdKeys =
+    prefixIndex.map(p => new ColdKeys.Prefixed(p.prefixOf)).getOrElse(ColdKeys.Plain)
+  private var cold: ColdTier = _
+  /** Keys the cold tier holds (exact). */
+  private var coldCount = 0L
+  /** Live keys of the committed state, both tiers (exact). */
+  private var committedKeys = 0L
+
+  // Task-thread statistics of the current batch.
+  var hits = 0L
+  var misses = 0L
+  var coldLoads = 0L
+  var evictions = 0L
+  var writeBacks = 0L
+
+  private var busy = false // guarded by this
+  @volatile private var lastUsed = System.nanoTime()
+  @volatile private var publishedBytes = 0L
+  @volatile private var publishedEntries = 0L
+  @volatile private var shrinkToBytes = Long.MaxValue
+  @volatile private var shrinkToEntries = Long.MaxValue
+  /** Growth since the memory manager last heard of us. */
+  private var unreportedBytes = 0L
+  /** Iterators of this batch not yet exhausted: eviction would disturb them. */
+  private var openIterators = 0
+
+  // ---------------------------------------------------------------- ownership
+
+  /** The calling task thread owns the state until `release`; starts a batch's statistics. */
+  def acquire(): Unit = synchronized {
+    busy = true
+    lastUsed = System.nanoTime()
+    openIterators = 0
+    hits = 0; misses = 0; coldLoads = 0; evictions = 0; writeBacks = 0
+  }
+
+  def release(): Unit = synchronized {
+    busy = false
+    openIterators = 0
+    lastUsed = System.nanoTime()
+  }
+
+  // ---------------------------------------------------------------- reads and writes
+
+  /** The value bytes for `key`, or null. */
+  def get(key: UnsafeRow): Array[Byte] = {
+    val hash = key.hashCode
+    val e = heap.lookup(key.getBaseObject, key.getBaseOffset, key.getSizeInBytes, hash)
+    if (e != null || coldCount == 0) {
+      hits += 1
+      if (e == null) null else e.value
+    } else {
+      misses += 1
+      val before = heap.estimatedBytes
+      val loaded = promote(hash, copyOf(key))
+      if (loaded == null) null else {
+        val value = loaded.value // before eviction may take the entry out again
+        grew(heap.estimatedBytes - before)
+        value
+      }
+    }
+  }
+
+  /** Sets `key` to `value` (a fresh array the state now owns) in the open batch. */
+  def put(key: UnsafeRow, value: Array[Byte]): Unit = {
+    val hash = key.hashCode
+    val before = heap.estimatedBytes
+    val e = heap.lookup(key.getBaseObject, key.getBaseOffset, key.getSizeInBytes, hash)
+    if (e != null) heap.update(e, value)
+    else {
+      val k = copyOf(key)
+      val promoted = if (coldCount == 0) null else promote(hash, k)
+      if (promoted != null) heap.update(promoted, value) else heap.insertChanged(hash, k, value)
+    }
+    grew(heap.estimatedBytes - before)
+  }
+
+  /** Removes `key` in the open batch; a no-op when it is absent. */
+  def remove(key: UnsafeRow): Unit = {
+    val hash = key.hashCode
+    val e = heap.lookup(key.getBaseObject, key.getBaseOffset, key.getSizeInBytes, hash)
+    val before = heap.estimatedBytes
+    val target = if (e != null || coldCount == 0) e else promote(hash, copyOf(key))
+    if (target != null && target.isLive) heap.removeEntry(target)
+    grew(heap.estimatedBytes - before)
+  }
+
+  /**
+   * Loads `key` from the cold tier into the heap, clean; null if RocksDB lacks it. The caller
+   * reports the growth once it is done with the entry (eviction may take it out again).
+   */
+  private def promote(hash: Int, key: Array[Byte]): Entry = {
+    val value = cold.get(coldKeys.encode(key))
+    if (value == null) return null
+    coldLoads += 1
+    heap.insertCommitted(hash, key, value, Entry.ColdClean)
+  }
+
+  def numKeys: Long = {
+    var n = committedKeys
+    val changes = heap.changedEntries
+    var i = 0
+    while (i < changes.size) {
+      val e = changes(i)
+      if (e.isLive && !e.existed) n += 1 else if (!e.isLive && e.existed) n -= 1
+      i += 1
+    }
+    n
+  }
+
+  // ---------------------------------------------------------------- commit and abort
+
+  /** Writes the open batch's net changes; no side effects, so a failed write can abort. */
+  def writeJournal(out: StateFile.RecordSink): Unit = {
+    val changes = heap.changedEntries
+    var i = 0
+    while (i < changes.size) {
+      val e = changes(i)
+      if (e.isLive) out.put(e.key, e.value) else if (e.existed) out.remove(e.key)
+      i += 1
+    }
+  }
+
+  /** Makes the open batch the committed state (after its journal is durable). */
+  def commitBatch(): Unit = {
+    committedKeys = numKeys
+    var deletes: WriteBatch = null
+    val changes = heap.changedEntries
+    var i = 0
+    while (i < changes.size) {
+      val e = changes(i)
+      if (!e.isLive && e.cold != Entry.ColdAbsent) {
+        if (deletes == null) deletes = ColdTier.newBatch()
+        deletes.delete(coldKeys.encode(e.key))
+        coldCount -= 1
+        e.cold = Entry.ColdAbsent
+      }
+      i += 1
+    }
+    if (deletes != null) try cold.write(deletes) finally deletes.close()
+    heap.commitBatch()
+    openIterators = 0
+    publish()
+  }
+
+  def abortBatch(): Unit = {
+    heap.abortBatch()
+    openIterators = 0
+    publish()
+  }
+
+  // ---------------------------------------------------------------- iteration
+
+  /**
+   * Live entries of both tiers, each key once, heap winning. The heap part is a live view, like
+   * a ConcurrentHashMap iterator: it looks one entry ahead and returns that entry's value as of
+   * `next()` (or as of the look-ahead if it was removed since). The cold part skips keys the
+   * heap had when the heap part ended and, for keys promoted since, returns the heap's value.
+   * Eviction waits until the iterator is exhausted, so nothing moves between tiers under it.
+   */
+  def iterator(): Iterator[(Array[Byte], Array[Byte])] = {
+    openIterators += 1
+    new Iterator[(Array[Byte], Array[Byte])] {
+      private var slot = 0
+      private var heapPartEnd = -1 // slots seen by the heap part, once it is over
+      private var coldPart: Iterator[(Array[Byte], Array[Byte])] = _
+      private var aheadEntry: Entry = _ // set in the heap part
+      private var aheadKey: Array[Byte] = _
+      private var aheadValue: Array[Byte] = _
+      private var done = false
+      advance()
+
+      private def advance(): Unit = {
+        aheadEntry = null
+        aheadKey = null
+        while (aheadKey == null && heapPartEnd < 0 && slot < heap.numSlots) {
+          val e = heap.entryAt(slot)
+          slot += 1
+          if (e.isLive) { aheadEntry = e; aheadKey = e.key; aheadValue = e.value }
+        }
+        if (aheadKey == null && heapPartEnd < 0) {
+          heapPartEnd = slot
+          coldPart = if (coldCount == 0) Iterator.empty else cold.scan(null, _ => true)
+        }
+        while (aheadKey == null && coldPart.hasNext) {
+          val (ck, v) = coldPart.next()
+          val key = coldKeys.decode(ck)
+          val e = heap.lookup(key, Platform.BYTE_ARRAY_OFFSET, key.length, HeapTier.hashOf(key))
+          if (e == null) { aheadKey = key; aheadValue = v }
+          else if (e.slotIndex >= heapPartEnd && e.isLive) { aheadKey = key; aheadValue = e.value }
+        }
+        if (aheadKey == null && !done) { done = true; openIterators -= 1 }
+      }
+
+      override def hasNext: Boolean = aheadKey != null
+      override def next(): (Array[Byte], Array[Byte]) = {
+        if (aheadKey == null) throw new NoSuchElementException("no more state entries")
+        val current = if (aheadEntry != null && aheadEntry.isLive) aheadEntry.value else aheadValue
+        val out = (aheadKey, current)
+        advance()
+        out
+      }
+    }
+  }
+
+  /** Live entries whose key has `prefix` as its first columns, both tiers, captured now. */
+  def prefixScan(prefix: UnsafeRow): Array[(Array[Byte], Array[Byte])] = {
+    val index = prefixIndex.get
+    val out = ArrayBuffer.empty[(Array[Byte], Array[Byte])]
+    index.entriesWithPrefix(prefix).foreach(e => if (e.isLive) out += ((e.key, e.value)))
+    if (coldCount > 0) {
+      val start = coldKeys.asInstanceOf[ColdKeys.Prefixed].rangeStart(prefix)
+      cold.scan(start, startsWith(_, start)).foreach { case (ck, v) =>
+        val key = coldKeys.decode(ck)
+        if (heap.lookup(key, Platform.BYTE_ARRAY_OFFSET, key.length, HeapTier.hashOf(key)) == null) {
+          out += ((key, v))
+        }
+      }
+    }
+    out.toArray
+  }
+
+  // ---------------------------------------------------------------- recovery
+
+  /** Empties both tiers (before loading a version from the checkpoint). */
+  def clear(): Unit = {
+    heap.clear()
+    closeCold()
+    committedKeys = 0
+    openIterators = 0
+    publish()
+  }
+
+  /** Applies one committed record (a null value removes) outside any batch. */
+  def applyCommitted(key: Array[Byte], value: Array[Byte]): Unit = {
+    val hash = HeapTier.hashOf(key)
+    val e = heap.lookup(key, Platform.BYTE_ARRAY_OFFSET, key.length, hash)
+    val inCold = e == null && coldCount > 0 && cold.get(coldKeys.encode(key)) != null
+    if (value != null) {
+      val before = heap.estimatedBytes
+      if (e != null) heap.setCommitted(e, value)
+      else {
+        heap.insertCommitted(hash, key, value, if (inCold) Entry.ColdStale else Entry.ColdAbsent)
+        if (!inCold) committedKeys += 1
+      }
+      grew(heap.estimatedBytes - before)
+    } else if (e != null || inCold) {
+      if (inCold || e.cold != Entry.ColdAbsent) deleteCold(key)
+      if (e != null) heap.dropCommitted(e)
+      committedKeys -= 1
+    }
+  }
+
+  private def deleteCold(key: Array[Byte]): Unit = {
+    val batch = ColdTier.newBatch()
+    try { batch.delete(coldKeys.encode(key)); cold.write(batch) } finally batch.close()
+    coldCount -= 1
+  }
+
+  // ---------------------------------------------------------------- eviction
+
+  private def grew(bytes: Long): Unit = {
+    unreportedBytes += math.max(bytes, 0)
+    if (unreportedBytes >= reportEveryBytes || publishedBytes + unreportedBytes > shrinkToBytes ||
+      heap.numLiveEntries > shrinkToEntries) {
+      unreportedBytes = 0
+      publish()
+      onGrowth(this)
+    }
+  }
+
+  /** The owner honours a pending shrink request, if any; called from the growth hook. */
+  def shrinkIfRequested(): Unit = {
+    val bytes = shrinkToBytes
+    val entries = shrinkToEntries
+    if (bytes != Long.MaxValue || entries != Long.MaxValue) {
+      shrinkToBytes = Long.MaxValue
+      shrinkToEntries = Long.MaxValue
+      evict(heap.estimatedBytes - bytes, heap.numLiveEntries - entries)
+    }
+  }
+
+  /**
+   * Evicts at least `bytes` and `entries` (coldest first, by CLOCK) unless only pinned entries
+   * are left or an iterator of this batch is still open. Returns the bytes freed. Only the
+   * owner, or another thread while the state is released, may call it.
+   */
+  def evict(bytes: Long, entries: Long): Long = {
+    if ((bytes <= 0 && entries <= 0) || openIterators > 0) return 0
+    val victims = ArrayBuffer.empty[Entry]
+    var freed = 0L
+    var victim: Entry = null
+    while ((freed < bytes || victims.size < entries) && { victim = heap.nextVictim(); victim != null }) {
+      victims += victim
+      freed += Entry.bytes(victim.key, victim.value)
+    }
+    if (victims.isEmpty) return 0
+    // RocksDB first: if the write fails, the heap still has every entry.
+    val batch = ColdTier.newBatch()
+    var written = 0
+    try {
+      victims.foreach { v =>
+        if (v.cold != Entry.ColdClean) { batch.put(coldKeys.encode(v.key), v.value); written += 1 }
+      }
+      if (written > 0) ensureCold().write(batch)
+    } catch {
+      case e: Throwable =>
+        victims.foreach(heap.unselect)
+        throw e
+    } finally batch.close()
+    victims.foreach { v =>
+      if (v.cold == Entry.ColdAbsent) coldCount += 1
+      heap.dropCommitted(v)
+    }
+    evictions += victims.size
+    writeBacks += written
+    publish()
+    freed
+  }
+
+  private def ensureCold(): ColdTier = {
+    if (cold == null) {
+      cold = ColdTier.create(localDir(), name)
+      logInfo(s"Opened cold tier of $name in ${cold.dir}")
+    }
+    cold
+  }
+
+  private def closeCold(): Unit = {
+    if (cold != null) { cold.close(); cold = null }
+    coldCount = 0
+  }
+
+  def close(): Unit = synchronized {
+    heap.clear()
+    closeCold()
+    publish()
+  }
+
+  private def publish(): Unit = {
+    publishedBytes = heap.estimatedBytes
+    publishedEntries = heap.numLiveEntries
+  }
+
+  def coldKeyCount: Long = coldCount
+  def coldBytes: Long = if (cold == null) 0L else cold.approximateBytes
+
+  // ---------------------------------------------------------------- Spillable
+
+  override def heapBytes: Long = publishedBytes
+  override def heapEntries: Long = publishedEntries
+  override def lastUsedNanos: Long = lastUsed
+
+  override def trySpill(bytes: Long, entries: Long): Long = synchronized {
+    if (busy) 0L else evict(bytes, entries)
+  }
+
+  override def requestShrink(targetBytes: Long, targetEntries: Long): Unit = {
+    shrinkToBytes = targetBytes
+    shrinkToEntries = targetEntries
+  }
+
+  override def toString: String = s"TieredState($name)"
+}
+
+object TieredState {
+  /** The heap reports growth to the memory manager in steps of this many bytes. */
+  val ReportEveryBytes: Long = 256L << 10
+
+  private def copyOf(row: UnsafeRow): Array[Byte] =
+    HeapTier.copyOf(row.getBaseObject, row.getBaseOffset, row.getSizeInBytes)
+
+  private def startsWith(a: Array[Byte], prefix: Array[Byte]): Boolean =
+    a.length >= prefix.length &&
+      java.util.Arrays.equals(a, 0, prefix.length, prefix, 0, prefix.length)
+}

@@ -1,0 +1,177 @@
+package spillstore.tiered
+
+import java.nio.file.Files
+
+import scala.util.Random
+
+import org.scalatest.funsuite.AnyFunSuite
+
+import org.apache.spark.sql.catalyst.expressions.{GenericInternalRow, UnsafeProjection, UnsafeRow}
+import org.apache.spark.sql.types._
+import org.apache.spark.unsafe.types.UTF8String
+
+import spillstore.checkpoint.StateFile
+import spillstore.heap.PrefixIndex
+
+class TieredStateSuite extends AnyFunSuite {
+  private val schema = StructType(Seq(StructField("k", LongType)))
+  private val proj = UnsafeProjection.create(schema)
+  private val valueProj = UnsafeProjection.create(schema)
+  // The projection reuses its row, as Spark's operators do.
+  private def key(i: Long): UnsafeRow = proj(new GenericInternalRow(Array[Any](i)))
+  private def bytes(i: Long): Array[Byte] = valueProj(new GenericInternalRow(Array[Any](i))).getBytes.clone()
+  private def long(b: Array[Byte]): Long = { val r = new UnsafeRow(1); r.pointTo(b, b.length); r.getLong(0) }
+
+  /** A state whose heap keeps at most `maxEntries` entries, evicting on every growth. */
+  private class Fixture(var maxEntries: Long, prefix: Option[PrefixIndex] = None) {
+    val state = new TieredState("test", prefix, () => Files.createTempDirectory("cold").toFile,
+      s => s.evict(0, s.heap.numLiveEntries - maxEntries), reportEveryBytes = 1)
+    def commit(): Unit = { state.commitBatch(); state.release(); state.acquire() }
+    state.acquire()
+  }
+
+  private def contents(s: TieredState): Map[Long, Long] =
+    s.iterator().map { case (k, v) => long(k) -> long(v) }.toMap
+
+  test("everything spills: reads, updates and removes see both tiers, heap winning") {
+    val f = new Fixture(maxEntries = 0)
+    val s = f.state
+    (1L to 100L).foreach(i => s.put(key(i), bytes(i * 10)))
+    f.commit()
+    s.put(key(0), bytes(0)) // growth after commit evicts the committed entries
+    f.commit()
+    assert(s.coldKeyCount === 101 - s.heap.numLiveEntries)
+    assert(s.heap.numLiveEntries <= 1)
+    assert(long(s.get(key(50))) === 500)
+    assert(s.get(key(1000)) === null)
+    s.put(key(7), bytes(7))
+    s.remove(key(8))
+    assert(long(s.get(key(7))) === 7)
+    assert(s.get(key(8)) === null)
+    assert(s.numKeys === 100)
+    assert(contents(s) === ((0L to 100L).map(i => i -> i * 10).toMap + (7L -> 7L) - 8L))
+    f.commit()
+    assert(contents(s) === ((0L to 100L).map(i => i -> i * 10).toMap + (7L -> 7L) - 8L))
+    assert(s.numKeys === 100)
+  }
+
+  test("write-back: dirty entries are written on eviction, clean ones are dropped") {
+    val f = new Fixture(maxEntries = 1000)
+    val s = f.state
+    (1L to 10L).foreach(i => s.put(key(i), bytes(i)))
+    f.commit()
+    f.maxEntries = 0
+    s.put(key(11), bytes(11))
+    assert(s.writeBacks === 10)    // first eviction: all dirty
+    f.commit()
+    f.maxEntries = 1000
+    (1L to 10L).foreach(i => assert(long(s.get(key(i))) === i)) // promoted, clean
+    assert(s.coldLoads === 10)
+    f.commit()
+    f.maxEntries = 0
+    s.put(key(12), bytes(12))
+    assert(s.evictions >= 10)
+    assert(s.writeBacks === 1)     // only key 11 was dirty; 1..10 were clean
+  }
+
+  test("abort after evictions restores N-1, wherever its entries live") {
+    val f = new Fixture(maxEntries = 5)
+    val s = f.state
+    (1L to 50L).foreach(i => s.put(key(i), bytes(i)))
+    f.commit()
+    s.put(key(51), bytes(51))
+    f.commit()
+    val before = contents(s)
+    (1L to 50L by 3).foreach(i => s.put(key(i), bytes(-i)))
+    (2L to 50L by 3).foreach(i => s.remove(key(i)))
+    (100L to 120L).foreach(i => s.put(key(i), bytes(i)))
+    s.abortBatch()
+    assert(contents(s) === before)
+    assert(s.numKeys === before.size)
+  }
+
+  test("removal during iteration over both tiers, and each key seen once") {
+    val f = new Fixture(maxEntries = 20)
+    val s = f.state
+    (1L to 200L).foreach(i => s.put(key(i), bytes(i)))
+    f.commit()
+    s.put(key(0), bytes(0))
+    f.commit()
+    assert(s.coldKeyCount > 0)
+    val seen = scala.collection.mutable.ArrayBuffer.empty[Long]
+    val it = s.iterator()
+    while (it.hasNext) {
+      val (k, _) = it.next()
+      seen += long(k)
+      if (long(k) % 2 == 0) s.remove(key(long(k)))
+      else s.get(key(long(k) + 1)) // promotions during iteration
+    }
+    assert(seen.sorted === (0L to 200L))
+    f.commit()
+    assert(contents(s).keySet === (1L to 200L by 2).toSet)
+  }
+
+  test("prefix scan covers both tiers") {
+    val keySchema = StructType(Seq(StructField("g", StringType), StructField("t", LongType)))
+    val kp = UnsafeProjection.create(keySchema)
+    def k(g: String, t: Long) = kp(new GenericInternalRow(Array[Any](UTF8String.fromString(g), t)))
+    val pp = UnsafeProjection.create(StructType(keySchema.take(1)))
+    def p(g: String) = pp(new GenericInternalRow(Array[Any](UTF8String.fromString(g)))).copy()
+    val f = new Fixture(maxEntries = 3, Some(new PrefixIndex(keySchema, 1)))
+    val s = f.state
+    for (g <- Seq("a", "b", "c"); t <- 1L to 5L) s.put(k(g, t), bytes(t))
+    f.commit()
+    s.put(k("z", 0), bytes(0))
+    f.commit()
+    assert(s.coldKeyCount >= 12)
+    def scan(g: String) = s.prefixScan(p(g)).map { case (kb, _) =>
+      val r = new UnsafeRow(2); r.pointTo(kb, kb.length); r.getLong(1)
+    }.toSet
+    assert(scan("b") === (1L to 5L).toSet)
+    s.remove(k("b", 3))
+    assert(scan("b") === Set(1L, 2L, 4L, 5L))
+    assert(scan("nope") === Set.empty)
+  }
+
+  test("random workload with a tiny heap matches a model, through commits, aborts and reloads") {
+    val rnd = new Random(11)
+    val f = new Fixture(maxEntries = 7)
+    val s = f.state
+    var model = Map.empty[Long, Long]
+    val journals = scala.collection.mutable.ArrayBuffer.empty[Seq[(Array[Byte], Array[Byte])]]
+    for (batch <- 0 until 60) {
+      var next = model
+      for (_ <- 0 until 30) {
+        val k = rnd.nextInt(60).toLong
+        rnd.nextInt(3) match {
+          case 0 => s.remove(key(k)); next -= k
+          case 1 => val v = rnd.nextLong(); s.put(key(k), bytes(v)); next += k -> v
+          case _ => assert(Option(s.get(key(k))).map(long) === next.get(k))
+        }
+      }
+      assert(s.numKeys === next.size)
+      if (rnd.nextInt(5) == 0) { s.abortBatch(); s.release(); s.acquire() }
+      else {
+        val records = scala.collection.mutable.ArrayBuffer.empty[(Array[Byte], Array[Byte])]
+        s.writeJournal(new RecordingWriter(records))
+        journals += records.toSeq
+        f.commit()
+        model = next
+      }
+      assert(contents(s) === model, s"batch $batch")
+    }
+    // Recovery path: replay the journals into a cleared state with the same tiny heap.
+    s.clear()
+    journals.foreach(_.foreach { case (k, v) => s.applyCommitted(k, v) })
+    assert(contents(s) === model)
+    assert(s.numKeys === model.size)
+    s.close()
+  }
+
+  /** Captures the journal records a commit would write. */
+  private class RecordingWriter(out: scala.collection.mutable.ArrayBuffer[(Array[Byte], Array[Byte])])
+    extends StateFile.RecordSink {
+    def put(key: Array[Byte], value: Array[Byte]): Unit = out += ((key, value))
+    def remove(key: Array[Byte]): Unit = out += ((key, null))
+  }
+}
