@@ -7,7 +7,7 @@ JAR := target/spillstore.jar
 PKG_JAR := python/spillstore/jars/spillstore.jar
 SCALA_SRC := $(shell find jvm/src/main -name '*.scala' 2>/dev/null) build.sbt
 
-.PHONY: all venv jar demo test test-jvm test-python clean
+.PHONY: all venv jar demo test test-fast test-jvm test-python test-heavy clean
 
 all: jar
 
@@ -37,9 +37,16 @@ test-jvm: $(VENV)/.installed
 	bin/sbt spillstore/test
 
 test-python: $(PKG_JAR)
-	$(PY) -m pytest -q tests
+	$(PY) -m pytest -q -m "not heavy" tests
 
-test: test-jvm test-python
+test-heavy: $(PKG_JAR)
+	$(PY) -m pytest -q -s -m heavy tests
+
+# All tests: JVM, Python and end to end, then the heavy suites.
+test: test-jvm test-python test-heavy
+
+# Everything but the heavy suites, for quick iterations.
+test-fast: test-jvm test-python
 
 clean:
 	rm -rf target jvm/target project/target python/spillstore/jars

@@ -344,9 +344,12 @@ def run_query(
     output_dir: Path,
     provider: str,
     crash_at: int | None = None,
+    options: Mapping[str, str] | None = None,
 ) -> Run:
     """Run ``query`` with ``trigger(availableNow=True)`` until it has read every input file,
     its state kept by ``provider`` (for a new checkpoint; an existing one keeps its own).
+    ``options`` are spillstore options (names after ``spark.sql.streaming.stateStore.spillstore.``)
+    set for this run only.
 
     With ``crash_at``, the query fails in batch ``crash_at`` after its state was committed
     and before the batch was; the Run returned is the failed run's."""
@@ -354,6 +357,9 @@ def run_query(
     output_dir.mkdir(parents=True, exist_ok=True)
     previous = spark.conf.get(PROVIDER_CONF, None)
     spark.conf.set(PROVIDER_CONF, provider)
+    option_keys = [spillstore.option_key(name) for name in (options or {})]
+    for key, value in zip(option_keys, (options or {}).values()):
+        spark.conf.set(key, value)
     try:
         df = spec.build(streams(spark, {s: input_dirs[s] for s in spec.sources}))
         handle = (
@@ -382,6 +388,8 @@ def run_query(
         assert finished, f"query {query} did not finish within {QUERY_TIMEOUT_S} s"
         return Run(checkpoint, output_dir, progress)
     finally:
+        for key in option_keys:
+            spark.conf.unset(key)
         if previous is None:
             spark.conf.unset(PROVIDER_CONF)
         else:

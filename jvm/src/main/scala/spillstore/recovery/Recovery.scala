@@ -24,7 +24,7 @@ final class Recovery(dir: CheckpointDir) extends Logging {
     val listing = dir.list()
     val base = listing.latestSnapshotAtOrBelow(version)
     checkJournals(listing, base, version)
-    if (base > 0) applyFile(StateFile.Snapshot, base, state)
+    if (base > 0) applyFile(StateFile.Snapshot, base, state.loadSnapshotEntry)
     replayJournals(base, version, state)
     logInfo(s"Loaded version $version of ${dir.path} (snapshot $base + ${version - base} " +
       s"journals, ${state.numKeys} keys, ${state.coldKeyCount} of them spilled) in " +
@@ -47,11 +47,12 @@ final class Recovery(dir: CheckpointDir) extends Logging {
 
   private def replayJournals(from: Long, to: Long, state: TieredState): Unit = {
     var v = from + 1
-    while (v <= to) { applyFile(StateFile.Journal, v, state); v += 1 }
+    while (v <= to) { applyFile(StateFile.Journal, v, state.applyCommitted); v += 1 }
   }
 
-  private def applyFile(kind: StateFile.Kind, version: Long, state: TieredState): Unit =
-    try dir.read(kind, version)(state.applyCommitted) catch {
+  private def applyFile(kind: StateFile.Kind, version: Long,
+      apply: (Array[Byte], Array[Byte]) => Unit): Unit =
+    try dir.read(kind, version)(apply) catch {
       case NonFatal(e) =>
         throw SpillStoreSparkBridge.cannotReadStateFile(dir.file(kind, version), e)
     }

@@ -270,6 +270,17 @@ final class TieredState(
     publish()
   }
 
+  /**
+   * Adds one entry of a snapshot being loaded into a cleared state: snapshot keys are unique,
+   * so unlike [[applyCommitted]] it never asks the cold tier whether the key is there.
+   */
+  def loadSnapshotEntry(key: Array[Byte], value: Array[Byte]): Unit = {
+    val before = heap.estimatedBytes
+    heap.insertCommitted(HeapTier.hashOf(key), key, value, Entry.ColdAbsent)
+    committedKeys += 1
+    grew(heap.estimatedBytes - before)
+  }
+
   /** Applies one committed record (a null value removes) outside any batch. */
   def applyCommitted(key: Array[Byte], value: Array[Byte]): Unit = {
     val hash = HeapTier.hashOf(key)
