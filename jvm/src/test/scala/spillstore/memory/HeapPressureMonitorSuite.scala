@@ -8,6 +8,7 @@ import scala.jdk.CollectionConverters._
 import org.scalatest.funsuite.AnyFunSuite
 
 import spillstore.memory.HeapPressureMonitor._
+import spillstore.memory.MemoryManager.Eviction
 
 class HeapPressureMonitorSuite extends AnyFunSuite {
   private val Eps = 1e-9
@@ -66,6 +67,48 @@ class HeapPressureMonitorSuite extends AnyFunSuite {
     source.emit(0.8)
     assert(math.abs(m.factor - 0.75) < Eps)
     m.close()
+  }
+
+  test("the manager: high readings lower its budget and spill idle spillables on the reading's " +
+    "thread, busy ones are asked to shrink; calm readings restore the budget") {
+    val source = new FakeHeapStatus
+    val mm = new MemoryManager(MemoryConf(budgetBytes = Some(1000)), clock = () => 100L,
+      heapStatus = source)
+    val idle = new FakeSpillable("idle", 100, lastUsedNanos = 0)
+    val busy = new FakeSpillable("busy", 700, lastUsedNanos = 100)
+    mm.register(idle)
+    mm.register(busy)
+    busy.open(now = 100)
+    source.emit(0.9)
+    // 800 over 750 in force: down to 675; idle (score 1 + 100/700) gives its 100 first.
+    assert(mm.effectiveBudgetBytes === 750)
+    assert(mm.status.pressureFactor === ShrinkStep)
+    assert(math.abs(mm.status.heapOccupancy - 0.9) < Eps)
+    assert(idle.calls === List("idle keep 0/100", "idle spill 100/0=100"))
+    assert(idle.spillThreads.asScala.toList === List(Thread.currentThread()))
+    assert(busy.calls === List("busy keep 675/700", "busy spill 25/0=0"))
+    assert(busy.put(mm, 0) === Eviction.Zero)
+    assert(mm.totalHeapBytes === 675)
+
+    (1 to CalmReadings + 2).foreach(_ => source.emit(0.3))
+    assert(mm.effectiveBudgetBytes === 1000)
+    assert(mm.status.pressureFactor === 1.0)
+    busy.close(mm, now = 100)
+
+    mm.configure(MemoryConf(budgetBytes = Some(1000), pressureMonitor = false))
+    assert(!source.subscribed, "turning the monitor off removes its listener")
+    assert(mm.status.heapOccupancy.isNaN)
+    mm.close()
+  }
+
+  test("the manager's close removes the monitor's listener and restores the full budget") {
+    val source = new FakeHeapStatus
+    val mm = new MemoryManager(MemoryConf(budgetBytes = Some(1000)), heapStatus = source)
+    source.emit(0.99)
+    assert(mm.effectiveBudgetBytes === 750)
+    mm.close()
+    assert(!source.subscribed)
+    assert(mm.effectiveBudgetBytes === 1000)
   }
 
   test("a GC that did not collect the tenured pool gives no reading") {
