@@ -20,13 +20,17 @@ trait Spillable {
   /**
    * From a thread that does not own it: if it is idle, evict about `bytes` (and at least
    * `entries` entries) to its cold tier now and return the bytes freed; if it is busy, return 0
-   * without waiting.
+   * without waiting. Busy means a store is open, even when the calling thread is the owner's
+   * (a task may hold several stores); a reentrant lock's `tryLock` is not enough. A spill that
+   * succeeds also satisfies and drops any pending [[requestShrink]].
    */
   def trySpill(bytes: Long, entries: Long): Long
 
   /**
    * Ask its owner to shrink to at most `targetBytes` / `targetEntries` at its next chance
-   * (the owner checks on its next put or promotion). Never blocks.
+   * (the owner checks on its next put or promotion, and right after letting go of its store).
+   * Never blocks. The manager sends it just before `trySpill`, so a request that races with the
+   * owner letting go is seen by one of the two.
    */
   def requestShrink(targetBytes: Long, targetEntries: Long): Unit
 }

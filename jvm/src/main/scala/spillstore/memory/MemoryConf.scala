@@ -1,0 +1,102 @@
+package spillstore.memory
+
+import org.apache.spark.network.util.JavaUtils
+
+/**
+ * The memory manager's knobs, validated where they are built so that no code path can hold a
+ * budget of zero or thresholds that cross; every error names the full conf key and its range.
+ *
+ * The manager is executor-wide but confs arrive with each provider's init: the latest
+ * [[MemoryManager.get]] wins and a change is logged at INFO (see [[MemoryManager.configure]]).
+ *
+ * @param budgetBytes absolute byte budget for all providers' heap tiers together; when set it
+ *                    takes precedence over `budgetFraction`
+ * @param budgetFraction budget as a fraction of `Runtime.maxMemory`, used without `budgetBytes`
+ * @param maxEntries cap on heap entries over all providers (FLIP-369's max-entries-num); 0 = none
+ * @param pressureMonitor whether GC readings may lower the budget in force
+ * @param pressureHighThreshold tenured occupancy after a GC at or above which the budget shrinks
+ * @param pressureLowThreshold tenured occupancy below which the budget recovers
+ */
+final case class MemoryConf(
+    budgetBytes: Option[Long] = None,
+    budgetFraction: Double = 0.3,
+    maxEntries: Long = 0L,
+    pressureMonitor: Boolean = true,
+    pressureHighThreshold: Double = 0.85,
+    pressureLowThreshold: Double = 0.6) {
+  import MemoryConf._
+
+  budgetBytes.foreach(b => check(b > 0, BudgetKey, b, SizeRange))
+  check(budgetFraction > 0 && budgetFraction <= 0.9, FractionKey, budgetFraction, FractionRange)
+  check(maxEntries >= 0, MaxEntriesKey, maxEntries, CountRange)
+  check(pressureHighThreshold > 0 && pressureHighThreshold < 1, HighKey, pressureHighThreshold,
+    HighRange)
+  check(pressureLowThreshold > 0 && pressureLowThreshold < pressureHighThreshold, LowKey,
+    pressureLowThreshold, lowRange(pressureHighThreshold.toString))
+
+  /** The byte budget on a JVM whose heap can grow to `maxHeapBytes`. */
+  def budgetFor(maxHeapBytes: Long): Long =
+    budgetBytes.getOrElse(math.max(1L, (maxHeapBytes * budgetFraction).toLong))
+}
+
+object MemoryConf {
+  /** The prefix under which Spark forwards provider confs (the provider's conf object's too). */
+  final val Prefix = "spark.sql.streaming.stateStore.spillstore."
+
+  private val BudgetKey = "memoryBudget"
+  private val FractionKey = "memoryBudgetFraction"
+  private val MaxEntriesKey = "maxHeapEntries"
+  private val MonitorKey = "heapPressureMonitor"
+  private val HighKey = "heapPressureHighThreshold"
+  private val LowKey = "heapPressureLowThreshold"
+
+  private val SizeRange = "a size > 0 such as 512m or 2g"
+  private val FractionRange = "a fraction in (0, 0.9]"
+  private val CountRange = "a whole number >= 0 (0 = unlimited)"
+  private val BooleanRange = "true or false"
+  private val HighRange = "a fraction in (0, 1)"
+  private def lowRange(high: String) = s"a fraction in (0, $HighKey = $high)"
+
+  /** The keys this class reads (names after [[Prefix]]) -> one-line doc with default and range. */
+  val Keys: Map[String, String] = Map(
+    BudgetKey -> ("Heap budget for the heap tiers of all spillstore providers of an executor " +
+      s"together; overrides $FractionKey. Default: unset; $SizeRange."),
+    FractionKey -> ("Heap budget as a fraction of the executor's max heap, used when " +
+      s"$BudgetKey is unset. Default 0.3; $FractionRange."),
+    MaxEntriesKey -> ("Max heap entries over all spillstore providers of an executor " +
+      s"(FLIP-369). Default 0; $CountRange."),
+    MonitorKey -> ("Lower the budget in force while the old generation stays full after GCs. " +
+      s"Default true; $BooleanRange."),
+    HighKey -> ("Old-generation occupancy after a GC at or above which the budget in force " +
+      s"shrinks. Default 0.85; $HighRange."),
+    LowKey -> ("Old-generation occupancy after a GC below which the budget in force recovers. " +
+      s"Default 0.6; ${lowRange("0.85")}."))
+
+  /**
+   * Reads the keys of [[Keys]] from `opts` (names after [[Prefix]]); absent keys keep their
+   * defaults and other keys are ignored: rejecting unknown keys is the provider conf's job.
+   */
+  def fromOptions(opts: Map[String, String]): MemoryConf = {
+    def parsed[T](key: String, expected: String)(parse: String => Option[T]): Option[T] =
+      opts.get(key).map(_.trim).map(v => parse(v).getOrElse(throw invalid(key, v, expected)))
+    val d = MemoryConf()
+    val high = parsed(HighKey, HighRange)(_.toDoubleOption).getOrElse(d.pressureHighThreshold)
+    MemoryConf(
+      budgetBytes = parsed(BudgetKey, SizeRange) { v =>
+        try Some(JavaUtils.byteStringAsBytes(v)) catch { case _: NumberFormatException => None }
+      },
+      budgetFraction = parsed(FractionKey, FractionRange)(_.toDoubleOption).getOrElse(d.budgetFraction),
+      maxEntries = parsed(MaxEntriesKey, CountRange)(_.toLongOption).getOrElse(d.maxEntries),
+      pressureMonitor = parsed(MonitorKey, BooleanRange)(_.toLowerCase.toBooleanOption)
+        .getOrElse(d.pressureMonitor),
+      pressureHighThreshold = high,
+      pressureLowThreshold = parsed(LowKey, lowRange(high.toString))(_.toDoubleOption)
+        .getOrElse(d.pressureLowThreshold))
+  }
+
+  private def check(ok: Boolean, key: String, value: Any, expected: String): Unit =
+    if (!ok) throw invalid(key, value.toString, expected)
+
+  private def invalid(key: String, value: String, expected: String) =
+    new IllegalArgumentException(s"Invalid $Prefix$key=$value: expected $expected")
+}

@@ -1,0 +1,376 @@
+package spillstore.memory
+
+import java.util.concurrent.ConcurrentHashMap
+import java.util.concurrent.atomic.{AtomicLong, AtomicReference}
+
+import scala.collection.mutable.ArrayBuffer
+import scala.util.control.NonFatal
+
+import org.apache.spark.internal.Logging
+
+/**
+ * The heap budget of all [[Spillable]]s of one executor JVM together (design.md, part 4):
+ * a byte budget (times the [[HeapPressureMonitor]]'s factor: the *effective* budget) and an
+ * optional cap on entries (FLIP-369's max-entries-num).
+ *
+ * '''Protocol.''' A provider [[register]]s its heap tier on load and [[unregister]]s it on
+ * close. While it holds its store, its task thread calls [[report]] after the tier grew (every
+ * few KB is enough) and after it evicted or shrank, evicts the [[MemoryManager.Eviction]] it
+ * gets back and reports again, until `report` asks nothing (other owners may have grown in
+ * between). Under the limits `report` is a map lookup, a few atomic reads and no allocation.
+ * Over them, the reporting thread runs a relief round: it ranks every spillable and, down to
+ * the low-water mark ([[MemoryManager.LowWaterRatio]] of each limit, so that the next round
+ * waits for 10% of growth instead of firing on every put), takes each one's share in rank
+ * order: the caller's share is returned; any other one is asked to `requestShrink` to what it
+ * should keep and then `trySpill`ed on the calling thread. Asking first closes the race with an
+ * owner letting go: either `trySpill` finds it idle, or the owner, which looks for a request
+ * every time it lets go, finds it. So the spillable's side is:
+ *  - `trySpill` returns 0 while a store is open, even on the owner's own thread, and a spill
+ *    that succeeds also satisfies (and drops) any pending request;
+ *  - the owner honours a pending request at its next put, and right after letting go of its
+ *    store: if a request is pending and it can take the store back, it honours it, reports
+ *    (as above) and lets go again.
+ *
+ * '''Ranking''' (FLIP-50: more heap and fewer requests first). Score = idle / maxIdle +
+ * size / maxSize over the candidates, where idle = now - `lastUsedNanos` and size is bytes
+ * (entries when only the entry cap is exceeded); highest score first, ties to the larger one.
+ * So the coldest and largest go first and the spillable just used goes last unless it dwarfs
+ * the rest.
+ *
+ * '''Locking.'''
+ *  - Accounting is lock-free: each spillable's last reported size is an atomic, and every change
+ *    of it is added to the totals, so the totals are exactly the sum of the reported sizes.
+ *  - `planLock` serializes only the planning of rounds: reading sizes and idle times and
+ *    assigning shares. Under it the manager calls no `Spillable` method other than the three
+ *    getters, so `trySpill` and `requestShrink` (which may lock the spillable or call back
+ *    into the manager) always run with no manager lock held: no lock-order cycle can form.
+ *  - Each share is recorded as a claim on its spillable before `planLock` is released, and
+ *    planning counts a claimed spillable at the size it is to keep; so a second round, planned
+ *    while the first one's spills are in flight, sees that excess as already handled and never
+ *    evicts it twice (and leaves a spillable being spilled alone). A claim ends when the spill
+ *    is done, or, for a busy spillable, when its owner next reports (it has shrunk in between).
+ *  - Conf changes and the pressure factor synchronize on the manager (rare; no `Spillable` is
+ *    called under it).
+ *
+ * '''Slack.''' Once all owners have reported their growth and honoured their requests, the
+ * total is within the effective budget: no slack at rest. While tasks run, it can exceed it by
+ * what owners grew since their last report plus shrinks requested from busy owners and not yet
+ * done (until their next put). The one known race only over-evicts: an owner's report can
+ * clear a claim planned after its last put, so that excess may be assigned twice.
+ *
+ * @param maxHeapBytes the heap `budgetFraction` applies to
+ * @param clock        `System.nanoTime` in production; the time base of `lastUsedNanos`
+ * @param heapStatus   where the pressure monitor gets GC readings (when the conf enables it)
+ */
+final class MemoryManager(
+    initialConf: MemoryConf,
+    maxHeapBytes: Long = Runtime.getRuntime.maxMemory,
+    clock: () => Long = () => System.nanoTime(),
+    heapStatus: HeapStatusSource = JvmHeapStatus) extends AutoCloseable with Logging {
+  import MemoryManager._
+
+  private val accounts = new ConcurrentHashMap[Spillable, Account]
+  private val bytesTotal = new AtomicLong
+  private val entriesTotal = new AtomicLong
+  private val planLock = new Object
+
+  // Written under `this`; volatile so that `report` reads them without a lock.
+  @volatile private var conf: MemoryConf = _
+  @volatile private var monitor: HeapPressureMonitor = _
+  @volatile private var budgetBytes = 0L
+  @volatile private var factor = 1.0
+  @volatile private var effectiveBytes = 0L
+  @volatile private var maxEntries = 0L
+
+  configure(initialConf)
+
+  /**
+   * Counts `s` in from now on (its current size included); registering it again is a no-op.
+   * Spillables are told apart by `equals`, so a heap tier should keep identity equality.
+   */
+  def register(s: Spillable): Unit = {
+    val a = new Account(s)
+    if (accounts.putIfAbsent(s, a) == null) sync(a)
+  }
+
+  /** Forgets `s` and its bytes; any claim on it goes with it. */
+  def unregister(s: Spillable): Unit = {
+    val a = accounts.remove(s)
+    if (a != null) {
+      a.closed = true
+      zero(a)
+    }
+  }
+
+  /**
+   * Called by `owner`'s task thread after its heap grew or shrank: takes note of its size and,
+   * if the executor is over a limit, runs a relief round. Returns what `owner` must evict now;
+   * it evicts that and reports again, until this returns [[MemoryManager.Eviction.Zero]].
+   */
+  def report(owner: Spillable): Eviction = {
+    val a = accounts.get(owner)
+    if (a == null) return Eviction.Zero
+    sync(a)
+    if (a.claim.get != null) a.claim.set(null)
+    if (withinLimits) Eviction.Zero else relieve(a)
+  }
+
+  /** The byte budget in force: the configured one times the pressure factor. */
+  def effectiveBudgetBytes: Long = effectiveBytes
+  def totalHeapBytes: Long = bytesTotal.get
+  def totalEntries: Long = entriesTotal.get
+
+  def status: Status = {
+    val m = monitor
+    Status(budgetBytes, factor, effectiveBytes, maxEntries, bytesTotal.get, entriesTotal.get,
+      accounts.size, if (m == null) Double.NaN else m.lastOccupancy)
+  }
+
+  /**
+   * Applies a provider's conf. The manager is executor-wide but confs come with each provider,
+   * so the latest one wins; a change is logged at INFO, and a lower budget takes effect at once.
+   */
+  def configure(newConf: MemoryConf): Unit = {
+    val changed = synchronized {
+      val old = conf
+      if (newConf == old) false
+      else {
+        if (old != null) {
+          logInfo(s"spillstore memory conf changed by a provider's init (the latest wins): " +
+            s"$old -> $newConf")
+        }
+        conf = newConf
+        budgetBytes = newConf.budgetFor(maxHeapBytes)
+        maxEntries = newConf.maxEntries
+        if (!newConf.pressureMonitor) stopMonitor()
+        else if (monitor != null) monitor.configure(newConf)
+        else monitor = new HeapPressureMonitor(heapStatus, newConf, () => pressureChanged())
+        updateBudgetInForce()
+        true
+      }
+    }
+    if (changed) relieveIfOver()
+  }
+
+  /** Stops the pressure monitor (removing its GC listeners). */
+  def close(): Unit = synchronized {
+    stopMonitor()
+    updateBudgetInForce()
+  }
+
+  private def stopMonitor(): Unit = if (monitor != null) {
+    monitor.close()
+    monitor = null
+  }
+
+  private def updateBudgetInForce(): Unit = {
+    val m = monitor
+    factor = if (m == null) 1.0 else m.factor
+    effectiveBytes = math.max(1L, (budgetBytes * factor).toLong)
+  }
+
+  /** From the monitor's thread: the factor moved, or the heap is full after a GC. */
+  private def pressureChanged(): Unit = {
+    synchronized(updateBudgetInForce())
+    relieveIfOver()
+  }
+
+  private def relieveIfOver(): Unit = if (!withinLimits) relieve(null)
+
+  private def withinLimits: Boolean = bytesTotal.get <= effectiveBytes && {
+    val cap = maxEntries
+    cap <= 0 || entriesTotal.get <= cap
+  }
+
+  /**
+   * Brings `a`'s reported size and the totals up to date with the spillable's own figures.
+   * Several threads may sync one account (its owner, a planner, a spiller), and a plain "read,
+   * then set" would let a value read before a change overwrite the one read after it. So each
+   * write is a compare-and-set from the value seen before reading the spillable, and a sync
+   * ends only when a read finds the account equal to the spillable: whoever wrote a stale
+   * value rereads and corrects it.
+   */
+  private def sync(a: Account): Unit = {
+    var stable = false
+    while (!stable) {
+      val oldBytes = a.bytes.get
+      val oldEntries = a.entries.get
+      val b = a.spillable.heapBytes
+      val e = a.spillable.heapEntries
+      stable = b == oldBytes && e == oldEntries
+      if (b != oldBytes && a.bytes.compareAndSet(oldBytes, b)) bytesTotal.addAndGet(b - oldBytes)
+      if (e != oldEntries && a.entries.compareAndSet(oldEntries, e)) entriesTotal.addAndGet(e - oldEntries)
+    }
+    // A sync racing with unregister must not leave a closed account's size in the totals.
+    if (a.closed) zero(a)
+  }
+
+  private def zero(a: Account): Unit = {
+    bytesTotal.addAndGet(-a.bytes.getAndSet(0))
+    entriesTotal.addAndGet(-a.entries.getAndSet(0))
+  }
+
+  /**
+   * A relief round; `caller` (null for the monitor or a conf change) gets its own share back.
+   * A round can fall short: other rounds' spills in flight count at what they will leave but
+   * cannot be chosen, and a spill may free less than asked. So a round whose spills freed
+   * anything checks the limits again once they are done and, if still over, plans again; each
+   * pass frees bytes or ends the loop.
+   */
+  private def relieve(caller: Account): Eviction = {
+    var ownBytes, ownEntries = 0L
+    var again = true
+    while (again) {
+      val claims = planLock.synchronized(plan(caller))
+      var freed = 0L
+      claims.foreach { c =>
+        if (c.account ne caller) freed += math.max(0L, spill(c))
+        else {
+          ownBytes += c.shareBytes
+          ownEntries += c.shareEntries
+        }
+      }
+      again = freed > 0 && !withinLimits
+    }
+    if (ownBytes == 0 && ownEntries == 0) Eviction.Zero else Eviction(ownBytes, ownEntries)
+  }
+
+  /** Under `planLock`: the shares that bring the projected totals down to the low-water marks. */
+  private def plan(caller: Account): Seq[Claim] = {
+    val now = clock()
+    val candidates = new ArrayBuffer[Candidate](accounts.size)
+    var projectedBytes, projectedEntries = 0L
+    accounts.values.forEach { a =>
+      sync(a)
+      val claim = a.claim.get
+      val bytes = if (claim == null) a.bytes.get else math.min(a.bytes.get, claim.keepBytes)
+      val entries = if (claim == null) a.entries.get else math.min(a.entries.get, claim.keepEntries)
+      projectedBytes += bytes
+      projectedEntries += entries
+      if (!a.spilling && (bytes > 0 || entries > 0)) {
+        candidates += new Candidate(a, bytes, entries,
+          idleNanos = math.max(0L, now - a.spillable.lastUsedNanos))
+      }
+    }
+    val budget = effectiveBytes
+    val cap = maxEntries
+    var needBytes = excess(projectedBytes, budget)
+    var needEntries = if (cap > 0) excess(projectedEntries, cap) else 0L
+    if (needBytes == 0 && needEntries == 0) return Nil
+
+    val size: Candidate => Long = if (needBytes > 0) _.bytes else _.entries
+    val maxIdle = math.max(1L, candidates.iterator.map(_.idleNanos).maxOption.getOrElse(1L))
+    val maxSize = math.max(1L, candidates.iterator.map(size).maxOption.getOrElse(1L))
+    candidates.foreach(c => c.score = c.idleNanos.toDouble / maxIdle + size(c).toDouble / maxSize)
+    candidates.sortInPlaceWith((x, y) => if (x.score != y.score) x.score > y.score else size(x) > size(y))
+
+    val claims = new ArrayBuffer[Claim]
+    val it = candidates.iterator
+    while ((needBytes > 0 || needEntries > 0) && it.hasNext) {
+      val c = it.next()
+      val shareBytes = math.min(needBytes, c.bytes)
+      val shareEntries = math.min(needEntries, c.entries)
+      if (shareBytes > 0 || shareEntries > 0) {
+        val claim = new Claim(c.account, shareBytes, shareEntries, c.bytes - shareBytes,
+          c.entries - shareEntries)
+        c.account.claim.set(claim)
+        if (c.account ne caller) c.account.spilling = true
+        claims += claim
+        needBytes -= shareBytes
+        needEntries -= shareEntries
+      }
+    }
+    claims.toSeq
+  }
+
+  /**
+   * Outside any manager lock: asks a spillable other than the caller for its share. Returns
+   * the bytes `trySpill` freed: 0 if busy, -1 if it failed.
+   */
+  private def spill(c: Claim): Long = {
+    val a = c.account
+    val s = a.spillable
+    try {
+      val freed =
+        try {
+          s.requestShrink(c.keepBytes, c.keepEntries)
+          s.trySpill(c.shareBytes, c.shareEntries)
+        } catch {
+          case NonFatal(e) =>
+            logWarning(s"Spilling ${c.shareBytes} bytes from $s failed; the next round retries", e)
+            -1L
+        }
+      sync(a)
+      // Busy (0): the claim stands for the shrink its owner will do; else nothing is pending.
+      if (freed != 0) a.claim.compareAndSet(c, null)
+      freed
+    } finally a.spilling = false
+  }
+}
+
+object MemoryManager {
+  /** A relief round evicts down to this fraction of each limit it found exceeded. */
+  val LowWaterRatio = 0.9
+
+  /** What an owner must evict from itself now: about `bytes`, and at least `entries` entries. */
+  final case class Eviction(bytes: Long, entries: Long) {
+    def isEmpty: Boolean = bytes <= 0 && entries <= 0
+  }
+
+  object Eviction {
+    val Zero: Eviction = Eviction(0L, 0L)
+  }
+
+  /** For metrics: the limits in force and what they are compared with. */
+  final case class Status(
+      budgetBytes: Long,
+      pressureFactor: Double,
+      effectiveBudgetBytes: Long,
+      maxEntries: Long,
+      totalHeapBytes: Long,
+      totalEntries: Long,
+      spillables: Int,
+      heapOccupancy: Double)
+
+  private var instance: MemoryManager = _
+
+  /**
+   * The executor's manager, created on first use with the JVM's real heap readings; later calls
+   * apply their conf to it (see [[MemoryManager.configure]]).
+   */
+  def get(conf: MemoryConf): MemoryManager = {
+    val m = synchronized {
+      if (instance == null) instance = new MemoryManager(conf)
+      instance
+    }
+    m.configure(conf)
+    m
+  }
+
+  /** How much to evict to get from `total` to the low-water mark of `limit`; 0 within it. */
+  private def excess(total: Long, limit: Long): Long =
+    if (total <= limit) 0L else total - (limit * LowWaterRatio).toLong
+
+  private final class Account(val spillable: Spillable) {
+    /** heapBytes / heapEntries as last added to the totals. */
+    val bytes = new AtomicLong
+    val entries = new AtomicLong
+    /** The share a round assigned to it and not yet seen done. */
+    val claim = new AtomicReference[Claim]
+    /** A round's trySpill on it is running: other rounds leave it alone. */
+    @volatile var spilling = false
+    @volatile var closed = false
+  }
+
+  private final class Claim(
+      val account: Account,
+      val shareBytes: Long,
+      val shareEntries: Long,
+      val keepBytes: Long,
+      val keepEntries: Long)
+
+  private final class Candidate(val account: Account, val bytes: Long, val entries: Long,
+      val idleNanos: Long) {
+    var score = 0.0
+  }
+}
