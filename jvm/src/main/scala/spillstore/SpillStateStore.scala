@@ -86,6 +86,7 @@ final class SpillStateStore private[spillstore] (
       SpillStoreMetrics.JournalRecords -> journal.records,
       SpillStoreMetrics.CommitTime -> journal.millis,
       SpillStoreMetrics.ForcedSnapshots -> (if (journal.forcedSnapshot) 1L else 0L),
+      SpillStoreMetrics.BudgetBytes -> provider.budgetShare,
       SpillStoreMetrics.HeapBytes -> live.heapBytes,
       SpillStoreMetrics.HeapEntries -> live.heapEntries)
     StateStoreMetrics(live.numKeys, live.heapBytes, custom)

@@ -6,6 +6,8 @@ import scala.util.control.NonFatal
 
 import org.apache.spark.sql.execution.streaming.state.{SpillStoreSparkBridge, StateStoreConf}
 
+import spillstore.memory.MemoryConf
+
 /**
  * spillstore's view of the configuration, validated once at provider init.
  *
@@ -17,18 +19,19 @@ import org.apache.spark.sql.execution.streaming.state.{SpillStoreSparkBridge, St
 final case class SpillStoreConf(
     codec: SpillStoreSparkBridge.Codec,
     localDir: File,
+    memory: MemoryConf,
     minDeltasForSnapshot: Int,
     minVersionsToRetain: Int,
     reportCommits: Boolean,
     reportSnapshotUploads: Boolean)
 
 object SpillStoreConf {
-  val Prefix = "spark.sql.streaming.stateStore.spillstore."
+  val Prefix: String = MemoryConf.Prefix
 
   private val LocalDir = "localDir"
 
   /** spillstore's own keys (name after the prefix -> doc), for validation and the README. */
-  val Keys: Map[String, String] = Map(
+  val Keys: Map[String, String] = MemoryConf.Keys + (
     LocalDir -> ("directory for the cold tier's RocksDB instances (default: the first of " +
       "Spark's local dirs, spark.local.dir / SPARK_LOCAL_DIRS); never the checkpoint location"))
 
@@ -55,6 +58,7 @@ object SpillStoreConf {
       codec = codec,
       localDir = opts.get(LocalDir).map(new File(_))
         .getOrElse(new File(SpillStoreSparkBridge.localDir(), "spillstore")),
+      memory = MemoryConf.fromOptions(opts),
       minDeltasForSnapshot = storeConf.minDeltasForSnapshot,
       minVersionsToRetain = storeConf.minVersionsToRetain,
       reportCommits = storeConf.commitValidationEnabled,

@@ -15,6 +15,7 @@ import org.apache.spark.sql.types.StructType
 import spillstore.SpillStateStore.CommitStats
 import spillstore.checkpoint.{CheckpointDir, Cleaner, Snapshotter, StateFile}
 import spillstore.heap.PrefixIndex
+import spillstore.memory.MemoryManager
 import spillstore.metrics.SpillStoreMetrics
 import spillstore.recovery.Recovery
 import spillstore.tiered.TieredState
@@ -42,6 +43,7 @@ class SpillStoreProvider extends StateStoreProvider with Logging {
   private var snapshotter: Snapshotter = _
   private var cleaner: Cleaner = _
   private val fileMaintenance = new ReentrantLock()
+  private var memory: MemoryManager = _
 
   /** Committed version the heap holds; -1 when it must be loaded before use. */
   @volatile private var loadedVersion = -1L
@@ -78,14 +80,37 @@ class SpillStoreProvider extends StateStoreProvider with Logging {
     this.conf = SpillStoreConf(storeConfs)
     this.hadoopConf = hadoopConf
     this.dir = new CheckpointDir(stateStoreId.storeCheckpointLocation(), hadoopConf, conf.codec)
+    val memory = MemoryManager.get(conf.memory)
+    this.memory = memory
+    // Report growth often enough that a small budget is not overshot by much.
+    val reportEvery = math.max(1L, math.min(TieredState.ReportEveryBytes,
+      memory.effectiveBudgetBytes / 64))
     this.state = new TieredState(s"op${stateStoreId.operatorId}-p${stateStoreId.partitionId}-" +
-      stateStoreId.storeName, index, () => conf.localDir, _.shrinkIfRequested())
+      stateStoreId.storeName, index, () => conf.localDir, enforceBudget, reportEvery)
+    memory.register(state)
     this.recovery = new Recovery(dir)
     this.snapshotter = new Snapshotter(dir)
     this.cleaner = new Cleaner(dir)
   }
 
   override def stateStoreId: StateStoreId = storeId
+
+  /**
+   * The growth hook: honour a pending shrink request, then evict what the memory manager asks
+   * of this state until it asks nothing more (or nothing more can go: pinned entries, open
+   * iterators).
+   */
+  private def enforceBudget(s: TieredState): Unit = {
+    s.shrinkIfRequested()
+    var e = memory.report(s)
+    while (!e.isEmpty && s.evict(e.bytes, e.entries) > 0) e = memory.report(s)
+  }
+
+  /** This store's share of the executor's budget, so that the metric sums to the budget. */
+  private[spillstore] def budgetShare: Long = {
+    val status = memory.status
+    status.effectiveBudgetBytes / math.max(1, status.spillables)
+  }
 
   private var prefixScans = false
   private[spillstore] def supportsPrefixScan: Boolean = prefixScans
@@ -246,7 +271,10 @@ class SpillStoreProvider extends StateStoreProvider with Logging {
   override def close(): Unit = synchronized {
     if (owner != null) owner.state = SpillStateStore.Invalidated
     owner = null
-    if (state != null) state.close()
+    if (state != null) {
+      memory.unregister(state)
+      state.close()
+    }
     loadedVersion = -1
   }
 

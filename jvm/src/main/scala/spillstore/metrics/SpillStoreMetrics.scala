@@ -30,6 +30,9 @@ object SpillStoreMetrics {
   // Named as Spark's HDFS provider names it, so dashboards work across providers.
   val ForcedSnapshots = StateStoreCustomSumMetric("forceSnapshotCount",
     "spillstore: snapshots written on commit because Spark asked for one (snapshot lag)")
+  val BudgetBytes = StateStoreCustomSizeMetric("spillstoreBudgetBytes",
+    "spillstore: heap budget in force (each store reports its share; they sum to the budget)",
+    isSnapshot = true)
   val HeapBytes = StateStoreCustomSizeMetric("spillstoreHeapBytes",
     "spillstore: estimated heap bytes of live state", isSnapshot = true)
   val HeapEntries = StateStoreCustomSizeMetric("spillstoreHeapEntries",
@@ -37,5 +40,5 @@ object SpillStoreMetrics {
 
   val all: Seq[StateStoreCustomMetric] =
     Seq(CacheHits, CacheMisses, ColdLoads, Evictions, WriteBacks, JournalBytes, JournalRecords,
-      CommitTime, ForcedSnapshots, HeapBytes, HeapEntries, ColdEntries, ColdBytes)
+      CommitTime, ForcedSnapshots, BudgetBytes, HeapBytes, HeapEntries, ColdEntries, ColdBytes)
 }

@@ -52,7 +52,7 @@ final class TieredState(
   var evictions = 0L
   var writeBacks = 0L
 
-  private var busy = false // guarded by this
+  @volatile private var busy = false // changed under this
   @volatile private var lastUsed = System.nanoTime()
   @volatile private var publishedBytes = 0L
   @volatile private var publishedEntries = 0L
@@ -73,10 +73,21 @@ final class TieredState(
     hits = 0; misses = 0; coldLoads = 0; evictions = 0; writeBacks = 0
   }
 
-  def release(): Unit = synchronized {
-    busy = false
-    openIterators = 0
-    lastUsed = System.nanoTime()
+  /**
+   * Ends the owner's use. Then it honours what the memory manager asked of it meanwhile (a busy
+   * state cannot be spilled by other threads): it takes itself back for that, so no `trySpill`
+   * runs concurrently, but without holding its lock, because the manager may lock others.
+   */
+  def release(): Unit = {
+    synchronized {
+      busy = false
+      openIterators = 0
+      lastUsed = System.nanoTime()
+    }
+    val retaken = synchronized { if (busy) false else { busy = true; true } }
+    if (retaken) {
+      try onGrowth(this) finally synchronized { busy = false }
+    }
   }
 
   // ---------------------------------------------------------------- reads and writes
@@ -191,51 +202,59 @@ final class TieredState(
   // ---------------------------------------------------------------- iteration
 
   /**
-   * Live entries of both tiers, each key once, heap winning. The heap part is a live view, like
-   * a ConcurrentHashMap iterator: it looks one entry ahead and returns that entry's value as of
-   * `next()` (or as of the look-ahead if it was removed since). The cold part skips keys the
-   * heap had when the heap part ended and, for keys promoted since, returns the heap's value.
-   * Eviction waits until the iterator is exhausted, so nothing moves between tiers under it.
+   * Live entries of both tiers, each key once, heap winning, as a live view like a
+   * ConcurrentHashMap iterator: it looks one entry ahead, returns values as of `next()` (or as
+   * of the look-ahead for an entry removed since) and sees keys added while it runs.
+   *
+   * First the cold tier: keys the heap held when the iterator was created are left to the heap
+   * part; a key promoted since is returned here with the heap's value. Then the heap, by slot:
+   * entries added since creation that RocksDB holds were the cold part's. Eviction waits until
+   * the iterator is exhausted, so RocksDB and the slots do not change under it.
    */
   def iterator(): Iterator[(Array[Byte], Array[Byte])] = {
     openIterators += 1
+    val heapAtStart = heap.numSlots
     new Iterator[(Array[Byte], Array[Byte])] {
+      private val coldPart =
+        if (coldCount == 0) Iterator.empty else cold.scan(null, _ => true)
       private var slot = 0
-      private var heapPartEnd = -1 // slots seen by the heap part, once it is over
-      private var coldPart: Iterator[(Array[Byte], Array[Byte])] = _
-      private var aheadEntry: Entry = _ // set in the heap part
+      private var aheadEntry: Entry = _ // the heap's entry for the look-ahead key, if any
       private var aheadKey: Array[Byte] = _
       private var aheadValue: Array[Byte] = _
       private var done = false
       advance()
 
       private def advance(): Unit = {
-        aheadEntry = null
         aheadKey = null
-        while (aheadKey == null && heapPartEnd < 0 && slot < heap.numSlots) {
-          val e = heap.entryAt(slot)
-          slot += 1
-          if (e.isLive) { aheadEntry = e; aheadKey = e.key; aheadValue = e.value }
-        }
-        if (aheadKey == null && heapPartEnd < 0) {
-          heapPartEnd = slot
-          coldPart = if (coldCount == 0) Iterator.empty else cold.scan(null, _ => true)
-        }
         while (aheadKey == null && coldPart.hasNext) {
           val (ck, v) = coldPart.next()
           val key = coldKeys.decode(ck)
           val e = heap.lookup(key, Platform.BYTE_ARRAY_OFFSET, key.length, HeapTier.hashOf(key))
-          if (e == null) { aheadKey = key; aheadValue = v }
-          else if (e.slotIndex >= heapPartEnd && e.isLive) { aheadKey = key; aheadValue = e.value }
+          if (e == null) ahead(null, key, v)
+          else if (e.slotIndex >= heapAtStart && e.isLive) ahead(e, key, e.value)
+        }
+        while (aheadKey == null && slot < heap.numSlots) {
+          val e = heap.entryAt(slot)
+          if (e.isLive && (slot < heapAtStart || e.cold == Entry.ColdAbsent)) {
+            ahead(e, e.key, e.value)
+          }
+          slot += 1
         }
         if (aheadKey == null && !done) { done = true; openIterators -= 1 }
+      }
+
+      private def ahead(e: Entry, key: Array[Byte], value: Array[Byte]): Unit = {
+        aheadEntry = e; aheadKey = key; aheadValue = value
       }
 
       override def hasNext: Boolean = aheadKey != null
       override def next(): (Array[Byte], Array[Byte]) = {
         if (aheadKey == null) throw new NoSuchElementException("no more state entries")
-        val current = if (aheadEntry != null && aheadEntry.isLive) aheadEntry.value else aheadValue
-        val out = (aheadKey, current)
+        val key = aheadKey
+        // The batch may have changed (or promoted and changed) the key since the look-ahead.
+        val e = if (aheadEntry != null) aheadEntry
+          else heap.lookup(key, Platform.BYTE_ARRAY_OFFSET, key.length, HeapTier.hashOf(key))
+        val out = (key, if (e != null && e.isLive) e.value else aheadValue)
         advance()
         out
       }
@@ -399,10 +418,16 @@ final class TieredState(
 
   override def heapBytes: Long = publishedBytes
   override def heapEntries: Long = publishedEntries
-  override def lastUsedNanos: Long = lastUsed
+  /** In use now counts as used now: a busy state must not look cold. */
+  override def lastUsedNanos: Long = if (busy) System.nanoTime() else lastUsed
 
   override def trySpill(bytes: Long, entries: Long): Long = synchronized {
-    if (busy) 0L else evict(bytes, entries)
+    if (busy) 0L
+    else {
+      val freed = evict(bytes, entries)
+      shrinkIfRequested()
+      freed
+    }
   }
 
   override def requestShrink(targetBytes: Long, targetEntries: Long): Unit = {
@@ -414,8 +439,8 @@ final class TieredState(
 }
 
 object TieredState {
-  /** The heap reports growth to the memory manager in steps of this many bytes. */
-  val ReportEveryBytes: Long = 256L << 10
+  /** The heap reports growth to the memory manager in steps of at most this many bytes. */
+  val ReportEveryBytes: Long = 64L << 10
 
   private def copyOf(row: UnsafeRow): Array[Byte] =
     HeapTier.copyOf(row.getBaseObject, row.getBaseOffset, row.getSizeInBytes)

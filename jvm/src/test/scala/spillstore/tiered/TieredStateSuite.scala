@@ -63,8 +63,8 @@ class TieredStateSuite extends AnyFunSuite {
     f.maxEntries = 0
     s.put(key(11), bytes(11))
     assert(s.writeBacks === 10)    // first eviction: all dirty
+    f.maxEntries = 1000            // key 11 stays on the heap, dirty
     f.commit()
-    f.maxEntries = 1000
     (1L to 10L).foreach(i => assert(long(s.get(key(i))) === i)) // promoted, clean
     assert(s.coldLoads === 10)
     f.commit()

@@ -121,3 +121,15 @@ object SpillStoreConformanceSuite {
     "which 4.3 replaced by (name, desc, isSnapshot): NoSuchMethodError; spillstore's own metric " +
     "tests cover the 4.3 constructor"
 }
+
+/**
+ * The same contract with a one-byte memory budget: every committed entry leaves the heap at
+ * the next growth, so reads, iteration, prefix scans and reloads all go through the cold tier.
+ */
+class SpillStoreEverythingSpillsConformanceSuite extends SpillStoreConformanceSuite {
+  override def getDefaultSQLConf(minDeltasForSnapshot: Int, numOfVersToRetainInMemory: Int): SQLConf = {
+    val sqlConf = super.getDefaultSQLConf(minDeltasForSnapshot, numOfVersToRetainInMemory)
+    sqlConf.setConfString("spark.sql.streaming.stateStore.spillstore.memoryBudget", "1")
+    sqlConf
+  }
+}
