@@ -79,6 +79,7 @@ def main() -> None:
         "heap_bytes": last.get("spillstoreHeapBytes"),
         "cold_bytes": last.get("spillstoreColdBytes"),
         "evictions": sum(m.get("spillstoreEvictions", 0) for m in metrics),
+        "heap_mb_per_batch": [m.get("spillstoreHeapBytes", 0) >> 20 for m in metrics],
         "hit_ratio": round(hits / (hits + misses), 4) if hits + misses else None,
         "errors": errors,
     }))

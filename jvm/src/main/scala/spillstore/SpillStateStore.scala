@@ -6,6 +6,7 @@ import org.apache.spark.sql.types.StructType
 import org.apache.spark.unsafe.Platform
 
 import spillstore.metrics.SpillStoreMetrics
+import spillstore.tiered.TierCounters
 
 /**
  * A view of a provider's live state at `version`, for one task. Writable views are the batch:
@@ -74,12 +75,13 @@ final class SpillStateStore private[spillstore] (
   override def hasCommitted: Boolean = state == Committed
 
   override def metrics: StateStoreMetrics = {
+    val tiers = if (state == Committed) journal.tiers else live.batchCounters
     val custom: Map[StateStoreCustomMetric, Long] = Map(
-      SpillStoreMetrics.CacheHits -> live.hits,
-      SpillStoreMetrics.CacheMisses -> live.misses,
-      SpillStoreMetrics.ColdLoads -> live.coldLoads,
-      SpillStoreMetrics.Evictions -> live.evictions,
-      SpillStoreMetrics.WriteBacks -> live.writeBacks,
+      SpillStoreMetrics.CacheHits -> tiers.hits,
+      SpillStoreMetrics.CacheMisses -> tiers.misses,
+      SpillStoreMetrics.ColdLoads -> tiers.coldLoads,
+      SpillStoreMetrics.Evictions -> tiers.evictions,
+      SpillStoreMetrics.WriteBacks -> tiers.writeBacks,
       SpillStoreMetrics.ColdEntries -> live.coldKeyCount,
       SpillStoreMetrics.ColdBytes -> live.coldBytes,
       SpillStoreMetrics.JournalBytes -> journal.bytes,
@@ -184,6 +186,8 @@ object SpillStateStore {
   case object Released extends State("released")
   case object Invalidated extends State("invalidated")
 
-  final case class CommitStats(bytes: Long, records: Long, millis: Long, forcedSnapshot: Boolean)
-  val NoCommit: CommitStats = CommitStats(0, 0, 0, forcedSnapshot = false)
+  /** What a commit did, including the tier counters of the batch it closed. */
+  final case class CommitStats(bytes: Long, records: Long, millis: Long, forcedSnapshot: Boolean,
+      tiers: TierCounters)
+  val NoCommit: CommitStats = CommitStats(0, 0, 0, forcedSnapshot = false, TierCounters.Zero)
 }

@@ -211,10 +211,10 @@ class SpillStoreProvider extends StateStoreProvider with Logging {
         throw SpillStoreSparkBridge.cannotCommit(store.toString, e)
     }
     state.commitBatch()
+    val millis = (System.nanoTime() - start) / 1000000
     loadedVersion = newVersion
     owner = null
     state.release()
-    val millis = (System.nanoTime() - start) / 1000000
     logDebug(s"Committed $store as version $newVersion (${written.records} changes, " +
       s"${written.bytes} bytes, $millis ms)")
     if (conf.reportCommits) StateStore.reportCommitToCoordinator(newVersion, storeId, hadoopConf)
@@ -225,8 +225,9 @@ class SpillStoreProvider extends StateStoreProvider with Logging {
         case NonFatal(e) => logWarning(s"Snapshot of version $newVersion of $storeId failed", e)
       }
     }
-    store.committed(newVersion,
-      CommitStats(written.bytes, written.records, millis, store.snapshotOnCommit))
+    // After release, so evictions the commit made room for count in this batch.
+    store.committed(newVersion, CommitStats(written.bytes, written.records, millis,
+      store.snapshotOnCommit, state.takeBatchCounters()))
     newVersion
   }
 

@@ -339,3 +339,32 @@ object SpillStoreProviderSuite {
     states.result()
   }
 }
+
+class SpillStoreBudgetSuite extends AnyFunSuite {
+  import SpillStoreProviderSuite._
+
+  private def budgetConf(budget: String): SQLConf = {
+    val c = new SQLConf
+    c.setConfString("spark.sql.streaming.stateStore.spillstore.memoryBudget", budget)
+    c
+  }
+
+  test("after each commit the heap is back under the budget; only the open batch exceeds it") {
+    val budget = 1L << 20
+    withProvider(sqlConf = budgetConf("1m")) { (p, _) =>
+      var expected = Map.empty[Long, Long]
+      for (v <- 0 until 6) {
+        val s = p.getStore(v)
+        (v * 20000L until (v + 1) * 20000L).foreach { i => s.put(key(i), value(i)); expected += i -> i }
+        s.commit()
+        val heap = customMetric(s, "spillstoreHeapBytes")
+        assert(heap <= budget, s"version ${v + 1}: heap $heap > budget $budget")
+        assert(customMetric(s, "spillstoreEvictions") > 0 || v == 0)
+      }
+      val s = p.getStore(6)
+      assert(contents(s) === expected)
+      assert(customMetric(s, "spillstoreColdEntries") > 0)
+      s.abort()
+    }
+  }
+}

@@ -45,12 +45,28 @@ final class TieredState(
   /** Live keys of the committed state, both tiers (exact). */
   private var committedKeys = 0L
 
-  // Task-thread statistics of the current batch.
-  var hits = 0L
-  var misses = 0L
-  var coldLoads = 0L
-  var evictions = 0L
-  var writeBacks = 0L
+  // Cumulative statistics. Lookups count on the task thread; evictions may also be made by
+  // other threads while the state is released, so a batch reports what happened since the
+  // previous one committed (see takeBatchCounters).
+  private var hits = 0L
+  private var misses = 0L
+  private var coldLoads = 0L
+  @volatile private var evictions = 0L
+  @volatile private var writeBacks = 0L
+  private var baseline = TierCounters.Zero
+
+  def counters: TierCounters = TierCounters(hits, misses, coldLoads, evictions, writeBacks)
+
+  /** What happened since the last committed batch, this batch's lookups included. */
+  def batchCounters: TierCounters = counters - baseline
+
+  /** [[batchCounters]], closing the batch: what follows counts towards the next one. */
+  def takeBatchCounters(): TierCounters = {
+    val now = counters
+    val batch = now - baseline
+    baseline = now
+    batch
+  }
 
   @volatile private var busy = false // changed under this
   @volatile private var lastUsed = System.nanoTime()
@@ -65,12 +81,11 @@ final class TieredState(
 
   // ---------------------------------------------------------------- ownership
 
-  /** The calling task thread owns the state until `release`; starts a batch's statistics. */
+  /** The calling task thread owns the state until `release`. */
   def acquire(): Unit = synchronized {
     busy = true
     lastUsed = System.nanoTime()
     openIterators = 0
-    hits = 0; misses = 0; coldLoads = 0; evictions = 0; writeBacks = 0
   }
 
   /**
@@ -436,6 +451,17 @@ final class TieredState(
   }
 
   override def toString: String = s"TieredState($name)"
+}
+
+/** Counts of lookups and tier movements; see [[TieredState.batchCounters]]. */
+final case class TierCounters(
+    hits: Long, misses: Long, coldLoads: Long, evictions: Long, writeBacks: Long) {
+  def -(o: TierCounters): TierCounters = TierCounters(hits - o.hits, misses - o.misses,
+    coldLoads - o.coldLoads, evictions - o.evictions, writeBacks - o.writeBacks)
+}
+
+object TierCounters {
+  val Zero: TierCounters = TierCounters(0, 0, 0, 0, 0)
 }
 
 object TieredState {

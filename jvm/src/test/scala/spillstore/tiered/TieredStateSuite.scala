@@ -62,16 +62,18 @@ class TieredStateSuite extends AnyFunSuite {
     f.commit()
     f.maxEntries = 0
     s.put(key(11), bytes(11))
-    assert(s.writeBacks === 10)    // first eviction: all dirty
+    assert(s.counters.writeBacks === 10)    // first eviction: all dirty
     f.maxEntries = 1000            // key 11 stays on the heap, dirty
     f.commit()
     (1L to 10L).foreach(i => assert(long(s.get(key(i))) === i)) // promoted, clean
-    assert(s.coldLoads === 10)
+    assert(s.counters.coldLoads === 10)
     f.commit()
     f.maxEntries = 0
+    val before = s.counters
     s.put(key(12), bytes(12))
-    assert(s.evictions >= 10)
-    assert(s.writeBacks === 1)     // only key 11 was dirty; 1..10 were clean
+    val batch = s.counters - before
+    assert(batch.evictions >= 10)
+    assert(batch.writeBacks === 1)     // only key 11 was dirty; 1..10 were clean
   }
 
   test("abort after evictions restores N-1, wherever its entries live") {
