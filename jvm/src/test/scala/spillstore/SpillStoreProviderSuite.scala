@@ -367,4 +367,60 @@ class SpillStoreBudgetSuite extends AnyFunSuite {
       s.abort()
     }
   }
+
+  test("many providers on several threads share one budget and keep exact state") {
+    import java.util.concurrent.{Executors, TimeUnit}
+    val budget = 2L << 20
+    val providers = 8
+    val batches = 5
+    val root = Files.createTempDirectory("spill-many").toString
+    val pool = Executors.newFixedThreadPool(4)
+    val stores = (0 until providers).map { part =>
+      val p = new SpillStoreProvider
+      val hadoopConf = new Configuration
+      p.init(StateStoreId(root, 0, part), keySchema, valueSchema, NoPrefixKeyStateEncoderSpec(keySchema),
+        useColumnFamilies = false, new StateStoreConf(budgetConf("2m")), hadoopConf,
+        useMultipleValuesPerKey = false, stateSchemaProvider = None)
+      p
+    }
+    try {
+      // Each provider: batches of 5000 new keys plus updates of 2000 older ones.
+      val futures = stores.zipWithIndex.map { case (p, part) =>
+        pool.submit(new java.util.concurrent.Callable[Map[Long, Long]] {
+          def call(): Map[Long, Long] = {
+            // Projections are not thread-safe: each thread has its own.
+            val kp = UnsafeProjection.create(keySchema)
+            val vp = UnsafeProjection.create(valueSchema)
+            def key(i: Long) = kp(new GenericInternalRow(Array[Any](i)))
+            def value(i: Long) = vp(new GenericInternalRow(Array[Any](i)))
+            var model = Map.empty[Long, Long]
+            val rnd = new Random(part)
+            for (v <- 0 until batches) {
+              val s = p.getStore(v)
+              (0 until 5000).foreach { i =>
+                val k = part * 1000000L + v * 5000L + i; s.put(key(k), value(k)); model += k -> k
+              }
+              (0 until 2000).foreach { _ =>
+                val k = model.keys.toIndexedSeq(rnd.nextInt(model.size))
+                val old = s.get(key(k)).getLong(0)
+                s.put(key(k), value(old + 1)); model += k -> (old + 1)
+              }
+              s.commit()
+            }
+            model
+          }
+        })
+      }
+      val models = futures.map(_.get(10, TimeUnit.MINUTES))
+      val manager = spillstore.memory.MemoryManager.get(spillstore.memory.MemoryConf(budgetBytes = Some(budget)))
+      assert(manager.totalHeapBytes <= budget, s"idle heap ${manager.totalHeapBytes} > budget $budget")
+      stores.zip(models).foreach { case (p, model) =>
+        val s = p.getReadStore(batches)
+        assert(contents(s) === model)
+      }
+    } finally {
+      pool.shutdownNow()
+      stores.foreach(_.close())
+    }
+  }
 }

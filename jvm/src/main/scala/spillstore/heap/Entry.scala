@@ -48,11 +48,11 @@ private[spillstore] object Entry {
 
   /**
    * Heap bytes of an entry beyond its key and value bytes: the object (12 header + 4 hash +
-   * 4 key + 4 value + 4 undo + 4 slot + 4 chain link + 3 flag bytes, padded to 40), two array
-   * headers (16 each), its reference in the hash table (4, 8 at the load factor's worst) and
-   * in the dense entry array (4, 8 at its growth's worst).
+   * 4 key + 4 value + 4 undo + 4 slot + 4 chain link + 3 flag bytes, padded to 40) and two
+   * array headers (16 each). Its references in the hash table and the dense array are counted
+   * with those arrays' capacity (HeapTier.estimatedBytes).
    */
-  final val Overhead = 40 + 16 + 16 + 8 + 8
+  final val Overhead = 40 + 16 + 16
 
   def bytes(key: Array[Byte], value: Array[Byte]): Long =
     Overhead + key.length + (if (value == null) 0 else value.length)

@@ -41,7 +41,8 @@ final class HeapTier(listener: HeapTier.Listener = HeapTier.NoListener) {
   private val changes = new ArrayBuffer[Entry]
 
   def numLiveEntries: Long = liveCount
-  def estimatedBytes: Long = byteCount + table.length.toLong * 4
+  /** Entries' bytes plus the two reference arrays (4 bytes a slot with compressed oops). */
+  def estimatedBytes: Long = byteCount + (table.length.toLong + dense.length) * 4
   def numChanges: Int = changes.size
 
   /** Entries (live or tombstones) at positions [0, numSlots); see [[entryAt]]. */
@@ -247,9 +248,26 @@ final class HeapTier(listener: HeapTier.Listener = HeapTier.NoListener) {
   // Written only when clear, so hot entries' cache lines are not dirtied on every read.
   private def touch(e: Entry): Unit = if (!e.referenced) e.referenced = true
 
-  private def grow(): Unit = {
+  /**
+   * Gives back array capacity after many entries left (evictions, removals), so that the heap
+   * can actually get under a budget: at a quarter full, both arrays halve (or more).
+   */
+  def trimToSize(): Unit = {
+    if (entriesInTable * 4 < table.length && table.length > InitialCapacity) {
+      var capacity = table.length
+      while (entriesInTable * 4 < capacity && capacity > InitialCapacity) capacity /= 2
+      rehash(capacity)
+    }
+    if (entriesInTable * 4 < dense.length && dense.length > InitialCapacity) {
+      dense = java.util.Arrays.copyOf(dense, math.max(InitialCapacity, entriesInTable * 2))
+    }
+  }
+
+  private def grow(): Unit = rehash(table.length * 2)
+
+  private def rehash(capacity: Int): Unit = {
     val old = table
-    table = new Array[Entry](old.length * 2)
+    table = new Array[Entry](capacity)
     val mask = table.length - 1
     var i = 0
     while (i < old.length) {

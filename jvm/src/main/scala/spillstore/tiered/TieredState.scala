@@ -204,6 +204,7 @@ final class TieredState(
     }
     if (deletes != null) try cold.write(deletes) finally deletes.close()
     heap.commitBatch()
+    heap.trimToSize()
     openIterators = 0
     publish()
   }
@@ -371,6 +372,7 @@ final class TieredState(
    */
   def evict(bytes: Long, entries: Long): Long = {
     if ((bytes <= 0 && entries <= 0) || openIterators > 0) return 0
+    val before = heap.estimatedBytes
     val victims = ArrayBuffer.empty[Entry]
     var freed = 0L
     var victim: Entry = null
@@ -396,10 +398,11 @@ final class TieredState(
       if (v.cold == Entry.ColdAbsent) coldCount += 1
       heap.dropCommitted(v)
     }
+    heap.trimToSize()
     evictions += victims.size
     writeBacks += written
     publish()
-    freed
+    before - heap.estimatedBytes
   }
 
   private def ensureCold(): ColdTier = {
