@@ -27,6 +27,8 @@ class TieredStateSuite extends AnyFunSuite {
     val state = new TieredState("test", prefix, () => Files.createTempDirectory("cold").toFile,
       s => s.evict(0, s.heap.numLiveEntries - maxEntries), reportEveryBytes = 1)
     def commit(): Unit = { state.commitBatch(); state.release(); state.acquire() }
+    /** Commits `keys` (value = key); the release after the commit evicts down to the limit. */
+    def load(keys: Seq[Long]): Unit = { keys.foreach(i => state.put(key(i), bytes(i))); commit() }
     state.acquire()
   }
 
@@ -79,10 +81,8 @@ class TieredStateSuite extends AnyFunSuite {
   test("abort after evictions restores N-1, wherever its entries live") {
     val f = new Fixture(maxEntries = 5)
     val s = f.state
-    (1L to 50L).foreach(i => s.put(key(i), bytes(i)))
-    f.commit()
-    s.put(key(51), bytes(51))
-    f.commit()
+    f.load(1L to 51L)
+    assert(s.coldKeyCount > 0)
     val before = contents(s)
     (1L to 50L by 3).foreach(i => s.put(key(i), bytes(-i)))
     (2L to 50L by 3).foreach(i => s.remove(key(i)))
@@ -95,10 +95,7 @@ class TieredStateSuite extends AnyFunSuite {
   test("removal during iteration over both tiers, and each key seen once") {
     val f = new Fixture(maxEntries = 20)
     val s = f.state
-    (1L to 200L).foreach(i => s.put(key(i), bytes(i)))
-    f.commit()
-    s.put(key(0), bytes(0))
-    f.commit()
+    f.load(0L to 200L)
     assert(s.coldKeyCount > 0)
     val seen = scala.collection.mutable.ArrayBuffer.empty[Long]
     val it = s.iterator()
