@@ -8,13 +8,19 @@ from typing import Any
 __all__ = ["METRICS", "cache_hit_ratio", "state_metrics"]
 
 METRICS = (
+    "spillstoreCacheHits",
+    "spillstoreCacheMisses",
+    "spillstoreColdLoads",
+    "spillstoreEvictions",
+    "spillstoreWriteBacks",
     "spillstoreJournalBytes",
     "spillstoreJournalRecords",
     "spillstoreCommitTimeMs",
+    "spillstoreBudgetBytes",
     "spillstoreHeapBytes",
     "spillstoreHeapEntries",
-    "spillstoreCacheHits",
-    "spillstoreCacheMisses",
+    "spillstoreColdEntries",
+    "spillstoreColdBytes",
 )
 """The custom metrics spillstore reports (summed over partitions in query progress)."""
 

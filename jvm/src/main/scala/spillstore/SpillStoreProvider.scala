@@ -217,7 +217,7 @@ class SpillStoreProvider extends StateStoreProvider with Logging {
     state.release()
     logDebug(s"Committed $store as version $newVersion (${written.records} changes, " +
       s"${written.bytes} bytes, $millis ms)")
-    if (conf.reportCommits) StateStore.reportCommitToCoordinator(newVersion, storeId, hadoopConf)
+    if (conf.reportCommits) SpillStoreSparkBridge.reportCommit(storeId, hadoopConf, newVersion)
     // Spark asks for this when the coordinator sees this store's snapshots lagging. The version
     // is durable already, so a failed snapshot must not fail the commit.
     if (store.snapshotOnCommit) {

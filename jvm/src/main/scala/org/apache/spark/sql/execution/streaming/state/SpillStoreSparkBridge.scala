@@ -20,6 +20,8 @@ import org.apache.spark.util.Utils
  * for another Spark line only has to change this file.
  */
 object SpillStoreSparkBridge extends Logging {
+  /** Where Spark puts the query's run id in a store's Hadoop conf (StreamExecution.RUN_ID_KEY). */
+  private val RunIdKey = "sql.streaming.runId"
 
   /** Spark's codec by short or class name, the way Spark's own state stores create it. */
   def compressionCodec(name: String): Codec = {
@@ -46,13 +48,19 @@ object SpillStoreSparkBridge extends Logging {
   def cannotCommit(store: String, cause: Throwable): Throwable =
     QueryExecutionErrors.failedToCommitStateFileError(store, cause)
 
+  /** Tells the coordinator (commit validation) that `version` is committed. */
+  def reportCommit(storeId: StateStoreId, hadoopConf: Configuration, version: Long): Unit =
+    if (hadoopConf.get(RunIdKey) != null) { // else not inside a streaming query
+      StateStore.reportCommitToCoordinator(version, storeId, hadoopConf)
+    }
+
   /**
    * Tells the coordinator a snapshot of `version` exists. Without it the coordinator sees the
    * provider as lagging and (4.2+) forces a snapshot on every commit.
    */
   def reportSnapshotUploaded(
       storeId: StateStoreId, hadoopConf: Configuration, version: Long): Unit = {
-    val runId = hadoopConf.get("sql.streaming.runId")
+    val runId = hadoopConf.get(RunIdKey)
     if (runId == null) return // not inside a streaming query (unit tests, state data source)
     try {
       val providerId = StateStoreProviderId(storeId, UUID.fromString(runId))
