@@ -76,7 +76,7 @@ final class SpillStateStore private[spillstore] (
 
   override def metrics: StateStoreMetrics = {
     val tiers = if (state == Committed) journal.tiers else live.batchCounters
-    val custom: Map[StateStoreCustomMetric, Long] = Map(
+    val custom: Map[StateStoreCustomMetric, Long] = Map[StateStoreCustomMetric, Long](
       SpillStoreMetrics.CacheHits -> tiers.hits,
       SpillStoreMetrics.CacheMisses -> tiers.misses,
       SpillStoreMetrics.ColdLoads -> tiers.coldLoads,
@@ -90,7 +90,8 @@ final class SpillStateStore private[spillstore] (
       SpillStoreMetrics.ForcedSnapshots -> (if (journal.forcedSnapshot) 1L else 0L),
       SpillStoreMetrics.BudgetBytes -> provider.budgetShare,
       SpillStoreMetrics.HeapBytes -> live.heapBytes,
-      SpillStoreMetrics.HeapEntries -> live.heapEntries)
+      SpillStoreMetrics.HeapEntries -> live.heapEntries) ++
+      SpillStoreMetrics.hitRatio(tiers.hits, tiers.misses)
     StateStoreMetrics(live.numKeys, live.heapBytes, custom)
   }
 

@@ -1,12 +1,30 @@
 package spillstore.metrics
 
+import org.apache.spark.SparkContext
+import org.apache.spark.sql.execution.metric.{SQLMetric, SQLMetrics}
 import org.apache.spark.sql.execution.streaming.state.{StateStoreCustomMetric, StateStoreCustomSizeMetric, StateStoreCustomSumMetric, StateStoreCustomTimingMetric}
+
+/**
+ * A per-store value the SQL tab shows as "avg (min, med, max)" over tasks. Spark's average
+ * metric keeps one decimal: report value x 10. A store that has nothing to report leaves the
+ * metric out, so it does not drag the average.
+ */
+final case class StateStoreCustomAverageMetric(name: String, desc: String)
+  extends StateStoreCustomMetric {
+  override def withNewDesc(desc: String): StateStoreCustomAverageMetric = copy(desc = desc)
+  override def createSQLMetric(sparkContext: SparkContext): SQLMetric =
+    SQLMetrics.createAverageMetric(sparkContext, desc)
+}
 
 /**
  * The custom metrics every spillstore store reports. Spark adds them up over partitions for
  * query progress and the SQL tab, so each is a count or a size that sums meaningfully.
  */
 object SpillStoreMetrics {
+  // In query progress Spark sums custom metrics over partitions, which makes this one a sum of
+  // percentages there; progress readers derive the ratio from hits and misses instead.
+  val CacheHitRatio = StateStoreCustomAverageMetric("spillstoreCacheHitRatio",
+    "spillstore: cache hit ratio (%)")
   val CacheHits = StateStoreCustomSumMetric("spillstoreCacheHits",
     "spillstore: lookups answered from the heap")
   val CacheMisses = StateStoreCustomSumMetric("spillstoreCacheMisses",
@@ -38,7 +56,11 @@ object SpillStoreMetrics {
   val HeapEntries = StateStoreCustomSizeMetric("spillstoreHeapEntries",
     "spillstore: entries held on the heap", isSnapshot = true)
 
+  /** The hit ratio entry for a store's metrics: percent x 10, absent without lookups. */
+  def hitRatio(hits: Long, misses: Long): Map[StateStoreCustomMetric, Long] =
+    if (hits + misses == 0) Map.empty else Map(CacheHitRatio -> (hits * 1000 / (hits + misses)))
+
   val all: Seq[StateStoreCustomMetric] =
-    Seq(CacheHits, CacheMisses, ColdLoads, Evictions, WriteBacks, JournalBytes, JournalRecords,
+    Seq(CacheHitRatio, CacheHits, CacheMisses, ColdLoads, Evictions, WriteBacks, JournalBytes, JournalRecords,
       CommitTime, ForcedSnapshots, BudgetBytes, HeapBytes, HeapEntries, ColdEntries, ColdBytes)
 }
