@@ -15,6 +15,7 @@ from spillstore import _config
 from spillstore.metrics import cache_hit_ratio, state_metrics
 
 PREFIX = "spark.sql.streaming.stateStore.spillstore."
+UI_LIST = "spark.sql.streaming.ui.enabledCustomMetricList"
 
 
 @pytest.fixture
@@ -56,6 +57,7 @@ def test_configure_builder(jar: str) -> None:
         "spark.master": "local[1]",
         "spark.jars": f"/opt/a.jar,{jar}",
         "spark.sql.streaming.stateStore.providerClass": "spillstore.SpillStoreProvider",
+        UI_LIST: ",".join(spillstore.UI_CUSTOM_METRICS),
         PREFIX + "memoryBudgetFraction": "0.3",
         PREFIX + "maxEntries": "1000000",
         PREFIX + "spillEnabled": "true",
@@ -101,7 +103,8 @@ def test_builder_without_options_dict_warns(jar: str) -> None:
     with pytest.warns(RuntimeWarning, match="spark.jars"):
         spillstore.configure(builder, a=1)
     assert builder.set == {"spark.jars": jar, "spark.sql.streaming.stateStore.providerClass":
-                           spillstore.PROVIDER_CLASS, PREFIX + "a": "1"}
+                           spillstore.PROVIDER_CLASS, PREFIX + "a": "1",
+                           UI_LIST: ",".join(spillstore.UI_CUSTOM_METRICS)}
 
 
 @pytest.mark.parametrize("name, key", [
@@ -203,3 +206,77 @@ def test_state_metrics_of_a_query_object() -> None:
 def test_cache_hit_ratio_absent() -> None:
     assert cache_hit_ratio({}) is None
     assert cache_hit_ratio({"spillstoreCacheHits": 0, "spillstoreCacheMisses": 0}) is None
+
+
+def test_ui_metric_list_keeps_existing_names(jar: str) -> None:
+    assert spillstore.UI_CUSTOM_METRICS == (
+        "spillstoreCacheHits", "spillstoreCacheMisses", "spillstoreEvictions",
+        "spillstoreHeapBytes")
+    builder = SparkSession.Builder().config(UI_LIST, "customA, SPILLSTOREEVICTIONS")
+    spillstore.configure(spillstore.configure(builder))
+    assert builder._options[UI_LIST] == (
+        "customA,SPILLSTOREEVICTIONS,spillstoreCacheHits,spillstoreCacheMisses,"
+        "spillstoreHeapBytes")
+    conf = spillstore.configure(SparkConf(loadDefaults=False).set(UI_LIST, "x"))
+    assert conf.get(UI_LIST) == "x," + ",".join(spillstore.UI_CUSTOM_METRICS)
+    # the statistics page resolves the listed names through the provider in the same conf
+    assert conf.get(spillstore.PROVIDER_CLASS_CONF) == spillstore.PROVIDER_CLASS
+
+
+def _op(name: str, hits: int, misses: int, **more: int) -> dict[str, Any]:
+    custom = {"spillstoreCacheHits": hits, "spillstoreCacheMisses": misses,
+              "spillstoreCacheHitRatio": 1000, **more}
+    return {"operatorName": name, "numRowsTotal": 5, "customMetrics": custom}
+
+
+def _progress(batch: int, *ops: dict[str, Any]) -> dict[str, Any]:
+    return {"id": "q-id", "runId": "r", "name": "q", "batchId": batch, "numInputRows": 10,
+            "durationMs": {"triggerExecution": 42}, "stateOperators": list(ops)}
+
+
+def test_operator_metrics_per_operator_and_cumulative() -> None:
+    history = [
+        _progress(0, _op("stateStoreSave", 0, 0), _op("dedupe", 1, 3)),
+        _progress(1, _op("stateStoreSave", 3, 1, spillstoreEvictions=7,
+                         spillstoreHeapBytes=2048, spillstoreColdBytes=4096,
+                         spillstoreJournalBytes=100, spillstoreCommitTimeMs=9),
+                  _op("dedupe", 0, 0)),
+    ]
+    save, dedupe = spillstore.operator_metrics(history)
+    assert save == spillstore.OperatorMetrics(
+        operator="stateStoreSave", index=0, batch_id=1, hit_ratio=0.75,
+        cumulative_hit_ratio=0.75, cache_hits=3, cache_misses=1, evictions=7, write_backs=0,
+        cold_loads=0, heap_bytes=2048, heap_entries=0, cold_bytes=4096, cold_entries=0,
+        journal_bytes=100, journal_records=0, commit_time_ms=9, rows_total=5)
+    assert dedupe.hit_ratio is None and dedupe.cumulative_hit_ratio == 0.25
+    assert spillstore.operator_metrics(history[0])[1].hit_ratio == 0.25
+    assert spillstore.operator_metrics(None) == []
+    assert spillstore.operator_metrics([]) == []
+
+    class Query:
+        recentProgress = history
+
+    assert spillstore.operator_metrics(Query()) == [save, dedupe]
+    with pytest.raises(TypeError, match="StreamingQuery"):
+        spillstore.operator_metrics(3)
+
+
+def test_progress_logger_logs_one_line_per_batch(caplog: pytest.LogCaptureFixture) -> None:
+    listener = spillstore.ProgressLogger()
+    assert isinstance(listener, pyspark.sql.streaming.StreamingQueryListener)
+
+    class Event:
+        def __init__(self, progress: dict[str, Any]) -> None:
+            self.progress = progress
+
+    with caplog.at_level("INFO", logger="spillstore.progress"):
+        listener.onQueryProgress(Event(_progress(0, _op("stateStoreSave", 1, 1))))
+        listener.onQueryProgress(Event(_progress(1, _op("stateStoreSave", 3, 0,
+                                                        spillstoreHeapBytes=3 * 1024 * 1024))))
+    assert [r.name for r in caplog.records] == ["spillstore.progress"] * 2
+    assert caplog.records[0].getMessage() == (
+        "q batch 0: 10 rows in 42 ms; stateStoreSave#0 hit 50.0% (cum 50.0%) hits 1 misses 1"
+        " evicted 0 heap 0 B (0 keys) cold 0 B (0 keys) journal 0 B commit 0 ms")
+    assert "stateStoreSave#0 hit 100.0% (cum 80.0%)" in caplog.records[1].getMessage()
+    assert "heap 3.0 MiB" in caplog.records[1].getMessage()
+    assert spillstore.summary(_progress(2)) == "q batch 2: 10 rows in 42 ms"

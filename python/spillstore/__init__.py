@@ -11,8 +11,9 @@ Typical use::
 
 Every stateful streaming query started by that session with a new checkpoint then keeps its
 state in spillstore (a checkpoint keeps the provider it was created with). Provider options
-are keyword arguments of :func:`configure`; :func:`state_metrics` reads spillstore's metrics
-back from a query's progress.
+are keyword arguments of :func:`configure`; :func:`operator_metrics` reads spillstore's
+metrics of each stateful operator back from a query's progress (:func:`state_metrics` sums
+them over operators), and :class:`ProgressLogger` logs them per batch.
 """
 
 from ._config import (
@@ -20,25 +21,42 @@ from ._config import (
     PROVIDER_CLASS,
     PROVIDER_CLASS_CONF,
     REQUIRED_SPARK_VERSION,
+    UI_CUSTOM_METRICS,
+    UI_CUSTOM_METRICS_CONF,
     UnsupportedSparkVersionError,
     configure,
     jar_path,
     option_key,
 )
-from .metrics import cache_hit_ratio, state_metrics
+from .metrics import (
+    METRICS,
+    OperatorMetrics,
+    ProgressLogger,
+    cache_hit_ratio,
+    operator_metrics,
+    state_metrics,
+    summary,
+)
 
 __version__ = "0.1.0"
 
 __all__ = [
     "CONF_PREFIX",
+    "METRICS",
+    "OperatorMetrics",
     "PROVIDER_CLASS",
     "PROVIDER_CLASS_CONF",
+    "ProgressLogger",
     "REQUIRED_SPARK_VERSION",
+    "UI_CUSTOM_METRICS",
+    "UI_CUSTOM_METRICS_CONF",
     "UnsupportedSparkVersionError",
     "__version__",
     "cache_hit_ratio",
     "configure",
     "jar_path",
+    "operator_metrics",
     "option_key",
     "state_metrics",
+    "summary",
 ]

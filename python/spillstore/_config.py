@@ -13,6 +13,8 @@ __all__ = [
     "PROVIDER_CLASS",
     "PROVIDER_CLASS_CONF",
     "REQUIRED_SPARK_VERSION",
+    "UI_CUSTOM_METRICS",
+    "UI_CUSTOM_METRICS_CONF",
     "UnsupportedSparkVersionError",
     "configure",
     "jar_path",
@@ -31,6 +33,23 @@ CONF_PREFIX = "spark.sql.streaming.stateStore.spillstore."
 
 REQUIRED_SPARK_VERSION = "4.3"
 """The Spark line the bundled jar is compiled against (``4.3.x``)."""
+
+UI_CUSTOM_METRICS_CONF = "spark.sql.streaming.ui.enabledCustomMetricList"
+"""Spark's static conf listing the state store custom metrics the Structured Streaming tab
+charts. Spark 4.3's statistics page reads it, and the provider class whose
+``supportedCustomMetrics`` describe them, from the ``SparkConf`` once, when the session starts;
+a name the provider does not support would fail the page, so only spillstore's own names go
+in, and only together with the provider class."""
+
+UI_CUSTOM_METRICS = (
+    "spillstoreCacheHits",
+    "spillstoreCacheMisses",
+    "spillstoreEvictions",
+    "spillstoreHeapBytes",
+)
+"""The spillstore metrics :func:`configure` adds to :data:`UI_CUSTOM_METRICS_CONF`. All are
+reported by every store on every commit (the statistics page charts a metric only if every
+recent progress has it, which the hit ratio, absent without lookups, would not)."""
 
 _JARS_CONF = "spark.jars"
 # Where `make jar` (and a wheel build) puts the provider jar.
@@ -116,6 +135,13 @@ def _with_jar(existing: str | None, jar: str) -> str:
     return ",".join(entries)
 
 
+def _with_ui_metrics(existing: str | None) -> str:
+    entries = [e.strip() for e in (existing or "").split(",") if e.strip()]
+    known = {e.lower() for e in entries}  # Spark compares these names case-insensitively
+    entries += [m for m in UI_CUSTOM_METRICS if m.lower() not in known]
+    return ",".join(entries)
+
+
 def configure(builder_or_conf: T, /, **options: bool | int | float | str) -> T:
     """Make a Spark session use spillstore as its state store provider.
 
@@ -130,6 +156,9 @@ def configure(builder_or_conf: T, /, **options: bool | int | float | str) -> T:
     * appends the bundled provider jar to ``spark.jars``, keeping the jars already listed there
       (and not adding it twice),
     * sets ``spark.sql.streaming.stateStore.providerClass`` to :data:`PROVIDER_CLASS`,
+    * adds :data:`UI_CUSTOM_METRICS` (cache hits, misses, evictions, heap bytes) to
+      ``spark.sql.streaming.ui.enabledCustomMetricList``, keeping names already listed, so
+      the Structured Streaming tab charts them for each query,
     * sets each keyword option as ``spark.sql.streaming.stateStore.spillstore.<name>``;
       names may be camelCase or snake_case (``some_option=1`` sets ``...spillstore.someOption``),
       booleans are rendered as ``true``/``false``. The README lists the options the provider
@@ -163,6 +192,7 @@ def configure(builder_or_conf: T, /, **options: bool | int | float | str) -> T:
         conf = builder_or_conf
         conf.set(_JARS_CONF, _with_jar(conf.get(_JARS_CONF), jar))
         conf.set(PROVIDER_CLASS_CONF, PROVIDER_CLASS)
+        conf.set(UI_CUSTOM_METRICS_CONF, _with_ui_metrics(conf.get(UI_CUSTOM_METRICS_CONF)))
         for key, value in settings.items():
             conf.set(key, value)
         return builder_or_conf
@@ -179,16 +209,19 @@ def configure(builder_or_conf: T, /, **options: bool | int | float | str) -> T:
     known = getattr(builder, "_options", None)
     if isinstance(known, dict):
         existing = known.get(_JARS_CONF)
+        ui_metrics = known.get(UI_CUSTOM_METRICS_CONF)
     else:
-        existing = None
+        existing = ui_metrics = None
         warnings.warn(
             "cannot read spark.jars from this builder (no `_options`); spark.jars is set to the "
-            "spillstore jar alone",
+            "spillstore jar alone (and the UI's custom metric list to spillstore's)",
             RuntimeWarning,
             stacklevel=2,
         )
     builder.config(_JARS_CONF, _with_jar(None if existing is None else str(existing), jar))
     builder.config(PROVIDER_CLASS_CONF, PROVIDER_CLASS)
+    builder.config(UI_CUSTOM_METRICS_CONF,
+                   _with_ui_metrics(None if ui_metrics is None else str(ui_metrics)))
     for key, value in settings.items():
         builder.config(key, value)
     return builder_or_conf
