@@ -47,9 +47,8 @@ UI_CUSTOM_METRICS = (
     "spillstoreEvictions",
     "spillstoreHeapBytes",
 )
-"""The spillstore metrics :func:`configure` adds to :data:`UI_CUSTOM_METRICS_CONF`. All are
-reported by every store on every commit (the statistics page charts a metric only if every
-recent progress has it, which the hit ratio, absent without lookups, would not)."""
+"""The spillstore metrics :func:`configure` adds to :data:`UI_CUSTOM_METRICS_CONF`. The page
+sums each metric over the stores, so the hit ratio (a per-store percentage) is left out."""
 
 _JARS_CONF = "spark.jars"
 # Where `make jar` (and a wheel build) puts the provider jar.
