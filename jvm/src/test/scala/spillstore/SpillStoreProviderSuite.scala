@@ -428,6 +428,15 @@ class SpillStoreBudgetSuite extends AnyFunSuite {
 class SpillStoreMetricsSuite extends AnyFunSuite {
   import SpillStoreProviderSuite._
 
+  test("gauges carry isSnapshot; counters and entry counts are not shown as bytes") {
+    import spillstore.metrics.SpillStoreMetrics._
+    val gauges = Set[org.apache.spark.sql.execution.streaming.state.StateStoreCustomMetric](
+      BudgetBytes, HeapBytes, HeapEntries, ColdEntries, ColdBytes)
+    all.foreach(m => assert(m.isSnapshot === gauges.contains(m), m.name))
+    assert(!Seq(HeapEntries, ColdEntries).exists(_.isInstanceOf[
+      org.apache.spark.sql.execution.streaming.state.StateStoreCustomSizeMetric]))
+  }
+
   test("hit ratio: percent x 10 as Spark's average metric wants, absent without lookups") {
     assert(spillstore.metrics.SpillStoreMetrics.hitRatio(0, 0).isEmpty)
     withProvider() { (p, _) =>

@@ -20,6 +20,15 @@ final case class StateStoreCustomAverageMetric(name: String, desc: String)
  * The custom metrics every spillstore store reports. Spark adds them up over partitions for
  * query progress and the SQL tab, so each is a count or a size that sums meaningfully.
  */
+/** A count measured at commit (not added up over batches), shown as a plain number. */
+final case class StateStoreCustomCountGauge(name: String, desc: String)
+  extends StateStoreCustomMetric {
+  override def isSnapshot: Boolean = true
+  override def withNewDesc(desc: String): StateStoreCustomCountGauge = copy(desc = desc)
+  override def createSQLMetric(sparkContext: SparkContext): SQLMetric =
+    SQLMetrics.createMetric(sparkContext, desc)
+}
+
 object SpillStoreMetrics {
   // In query progress Spark sums custom metrics over partitions, which makes this one a sum of
   // percentages there; progress readers derive the ratio from hits and misses instead.
@@ -35,8 +44,8 @@ object SpillStoreMetrics {
     "spillstore: entries evicted from the heap to the cold tier")
   val WriteBacks = StateStoreCustomSumMetric("spillstoreWriteBacks",
     "spillstore: evicted entries that had to be written to RocksDB (the rest were clean)")
-  val ColdEntries = StateStoreCustomSizeMetric("spillstoreColdEntries",
-    "spillstore: entries held in the cold tier", isSnapshot = true)
+  val ColdEntries = StateStoreCustomCountGauge("spillstoreColdEntries",
+    "spillstore: entries held in the cold tier")
   val ColdBytes = StateStoreCustomSizeMetric("spillstoreColdBytes",
     "spillstore: bytes of the cold tier's RocksDB (files and memtables)", isSnapshot = true)
   val JournalBytes = StateStoreCustomSumMetric("spillstoreJournalBytes",
@@ -53,8 +62,8 @@ object SpillStoreMetrics {
     isSnapshot = true)
   val HeapBytes = StateStoreCustomSizeMetric("spillstoreHeapBytes",
     "spillstore: estimated heap bytes of live state", isSnapshot = true)
-  val HeapEntries = StateStoreCustomSizeMetric("spillstoreHeapEntries",
-    "spillstore: entries held on the heap", isSnapshot = true)
+  val HeapEntries = StateStoreCustomCountGauge("spillstoreHeapEntries",
+    "spillstore: entries held on the heap")
 
   /** The hit ratio entry for a store's metrics: percent x 10, absent without lookups. */
   def hitRatio(hits: Long, misses: Long): Map[StateStoreCustomMetric, Long] =
