@@ -16,6 +16,7 @@ METRICS = (
     "spillstoreJournalBytes",
     "spillstoreJournalRecords",
     "spillstoreCommitTimeMs",
+    "spillstoreSnapshotsRepaired",
     "spillstoreBudgetBytes",
     "spillstoreHeapBytes",
     "spillstoreHeapEntries",

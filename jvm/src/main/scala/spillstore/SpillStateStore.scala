@@ -27,6 +27,8 @@ final class SpillStateStore private[spillstore] (
   @volatile private[spillstore] var state: State = Updating
   private var newVersion = -1L
   private var journal = NoCommit
+  /** Corrupt snapshots the provider worked around since the previous store was opened. */
+  @volatile private[spillstore] var snapshotsRepaired = 0L
 
   override def id: StateStoreId = provider.stateStoreId
 
@@ -88,6 +90,7 @@ final class SpillStateStore private[spillstore] (
       SpillStoreMetrics.JournalRecords -> journal.records,
       SpillStoreMetrics.CommitTime -> journal.millis,
       SpillStoreMetrics.ForcedSnapshots -> (if (journal.forcedSnapshot) 1L else 0L),
+      SpillStoreMetrics.SnapshotsRepaired -> snapshotsRepaired,
       SpillStoreMetrics.BudgetBytes -> provider.budgetShare,
       SpillStoreMetrics.HeapBytes -> live.heapBytes,
       SpillStoreMetrics.HeapEntries -> live.heapEntries) ++

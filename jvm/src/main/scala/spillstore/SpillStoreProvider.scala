@@ -155,6 +155,8 @@ class SpillStoreProvider extends StateStoreProvider with Logging {
     // A new batch starts its statistics; an upgrade continues those of its read store.
     if (newBatch) state.acquire()
     val store = new SpillStateStore(this, version, writable, forceSnapshotOnCommit)
+    // Reported once, by the store opened after the repair (loads and maintenance both repair).
+    store.snapshotsRepaired = dir.takeRepairedSnapshots()
     if (writable) owner = store
     // Spark never releases read stores (4.1+), so the task's end is when the state is idle.
     Option(TaskContext.get()).foreach { ctx =>
