@@ -40,16 +40,13 @@ final class SpillStateStore private[spillstore] (
 
   override def put(key: UnsafeRow, value: UnsafeRow, colFamilyName: String): Unit = {
     require(value != null, "Cannot put a null value")
-    checkWritable(colFamilyName)
     val bytes = new Array[Byte](value.getSizeInBytes)
     value.writeToMemory(bytes, Platform.BYTE_ARRAY_OFFSET)
-    live.put(key, bytes)
+    provider.changeAsOwner(this)(checkWritable(colFamilyName))(live.put(key, bytes))
   }
 
-  override def remove(key: UnsafeRow, colFamilyName: String): Unit = {
-    checkWritable(colFamilyName)
-    live.remove(key)
-  }
+  override def remove(key: UnsafeRow, colFamilyName: String): Unit =
+    provider.changeAsOwner(this)(checkWritable(colFamilyName))(live.remove(key))
 
   override def iterator(colFamilyName: String): StateStoreIterator[UnsafeRowPair] = {
     checkReadable(colFamilyName)
