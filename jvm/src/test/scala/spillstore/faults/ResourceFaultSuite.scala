@@ -47,8 +47,22 @@ class ResourceFaultSuite extends AnyFunSuite {
     }
   }
 
+  test("a localDir that can never work is rejected at init, naming the key and what is valid") {
+    val file = Files.createTempFile("not-a-dir", "").toFile
+    for (value <- Seq("", "  ", new File(file, "cold").getPath, file.getPath)) {
+      val conf = new SQLConf
+      conf.setConfString("spark.sql.streaming.stateStore.spillstore.localDir", value)
+      val e = intercept[IllegalArgumentException](withProvider(sqlConf = conf)((_, _) => ()))
+      assert(e.getMessage.contains(s"spark.sql.streaming.stateStore.spillstore.localDir=$value"),
+        e.getMessage)
+      assert(e.getMessage.contains("Valid: a path to a directory"), e.getMessage)
+    }
+    file.delete()
+  }
+
   test("an unusable local dir fails eviction naming the dir and the conf key; checkpoint intact") {
-    val bad = new File(Files.createTempFile("not-a-dir", "").toFile, "cold")
+    // Valid at init; by the first eviction a regular file sits where the directory must go.
+    val bad = new File(Files.createTempDirectory("local").toFile, "cold")
     val conf = new SQLConf
     conf.setConfString("spark.sql.streaming.stateStore.spillstore.localDir", bad.getPath)
     conf.setConfString("spark.sql.streaming.stateStore.spillstore.memoryBudget", "256k")
@@ -57,6 +71,7 @@ class ResourceFaultSuite extends AnyFunSuite {
       var failure: Throwable = null
       var v = 0L
       while (failure == null && v < 20) {
+        if (v == 1) Files.write(bad.toPath, Array[Byte](1))
         val s = p.getStore(v)
         try {
           (v * 1000 until (v + 1) * 1000).foreach(i => s.put(key(i), value(i)))
