@@ -29,6 +29,7 @@ METRICS = (
     "spillstoreJournalBytes",
     "spillstoreJournalRecords",
     "spillstoreCommitTimeMs",
+    "spillstoreSnapshotsRepaired",
     "spillstoreBudgetBytes",
     "spillstoreHeapBytes",
     "spillstoreHeapEntries",

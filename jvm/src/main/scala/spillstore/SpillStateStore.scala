@@ -27,6 +27,8 @@ final class SpillStateStore private[spillstore] (
   @volatile private[spillstore] var state: State = Updating
   private var newVersion = -1L
   private var journal = NoCommit
+  /** Corrupt snapshots the provider worked around since the previous store was opened. */
+  @volatile private[spillstore] var snapshotsRepaired = 0L
 
   override def id: StateStoreId = provider.stateStoreId
 
@@ -38,16 +40,13 @@ final class SpillStateStore private[spillstore] (
 
   override def put(key: UnsafeRow, value: UnsafeRow, colFamilyName: String): Unit = {
     require(value != null, "Cannot put a null value")
-    checkWritable(colFamilyName)
     val bytes = new Array[Byte](value.getSizeInBytes)
     value.writeToMemory(bytes, Platform.BYTE_ARRAY_OFFSET)
-    live.put(key, bytes)
+    provider.changeAsOwner(this)(checkWritable(colFamilyName))(live.put(key, bytes))
   }
 
-  override def remove(key: UnsafeRow, colFamilyName: String): Unit = {
-    checkWritable(colFamilyName)
-    live.remove(key)
-  }
+  override def remove(key: UnsafeRow, colFamilyName: String): Unit =
+    provider.changeAsOwner(this)(checkWritable(colFamilyName))(live.remove(key))
 
   override def iterator(colFamilyName: String): StateStoreIterator[UnsafeRowPair] = {
     checkReadable(colFamilyName)
@@ -88,6 +87,7 @@ final class SpillStateStore private[spillstore] (
       SpillStoreMetrics.JournalRecords -> journal.records,
       SpillStoreMetrics.CommitTime -> journal.millis,
       SpillStoreMetrics.ForcedSnapshots -> (if (journal.forcedSnapshot) 1L else 0L),
+      SpillStoreMetrics.SnapshotsRepaired -> snapshotsRepaired,
       SpillStoreMetrics.BudgetBytes -> provider.budgetShare,
       SpillStoreMetrics.HeapBytes -> live.heapBytes,
       SpillStoreMetrics.HeapEntries -> live.heapEntries) ++

@@ -35,6 +35,22 @@ object SpillStoreConf {
     LocalDir -> ("directory for the cold tier's RocksDB instances (default: the first of " +
       "Spark's local dirs, spark.local.dir / SPARK_LOCAL_DIRS); never the checkpoint location"))
 
+  /**
+   * The cold tier's directory is created on the first eviction, possibly hours in: reject at
+   * init what can never work (empty, or a path through a regular file).
+   */
+  private def checkLocalDir(value: String): File = {
+    def reject(why: String): Nothing = throw new IllegalArgumentException(
+      s"$Prefix$LocalDir=$value is invalid: $why. Valid: a path to a directory that exists or " +
+        "can be created, on local disk (never the checkpoint location)")
+    if (value.trim.isEmpty) reject("the path is empty")
+    val dir = new File(value).getAbsoluteFile
+    var existing = dir
+    while (existing != null && !existing.exists()) existing = existing.getParentFile
+    if (existing != null && !existing.isDirectory) reject(s"$existing is not a directory")
+    dir
+  }
+
   private val CodecKey = "spark.sql.streaming.stateStore.compression.codec"
 
   def apply(storeConf: StateStoreConf): SpillStoreConf = {
@@ -56,7 +72,7 @@ object SpillStoreConf {
     }
     SpillStoreConf(
       codec = codec,
-      localDir = opts.get(LocalDir).map(new File(_))
+      localDir = opts.get(LocalDir).map(checkLocalDir)
         .getOrElse(new File(SpillStoreSparkBridge.localDir(), "spillstore")),
       memory = MemoryConf.fromOptions(opts),
       minDeltasForSnapshot = storeConf.minDeltasForSnapshot,

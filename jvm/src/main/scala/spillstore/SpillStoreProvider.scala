@@ -49,6 +49,13 @@ class SpillStoreProvider extends StateStoreProvider with Logging {
   @volatile private var loadedVersion = -1L
   /** The one store allowed to change the live state, if any. */
   @volatile private var owner: SpillStateStore = _
+  /**
+   * Held by a store while it checks that it owns the live state and changes it, and by a
+   * takeover while it aborts and invalidates the previous owner: a zombie that passed the
+   * ownership check cannot write into the batch of the attempt that replaced it. Never held
+   * while taking the provider's monitor, so it adds no lock cycle.
+   */
+  private val writeLock = new ReentrantLock()
 
   override def init(
       stateStoreId: StateStoreId,
@@ -147,14 +154,19 @@ class SpillStoreProvider extends StateStoreProvider with Logging {
       // A batch left open: an attempt that failed without aborting, or one still running
       // (zombie, speculation). Its changes are not committed, so they must not survive.
       logWarning(s"$previous was still open when version $version was requested; aborting it")
-      state.abortBatch()
-      previous.state = SpillStateStore.Invalidated
-      owner = null
+      writeLock.lock()
+      try {
+        state.abortBatch()
+        previous.state = SpillStateStore.Invalidated
+        owner = null
+      } finally writeLock.unlock()
     }
     ensureLoaded(version)
     // A new batch starts its statistics; an upgrade continues those of its read store.
     if (newBatch) state.acquire()
     val store = new SpillStateStore(this, version, writable, forceSnapshotOnCommit)
+    // Reported once, by the store opened after the repair (loads and maintenance both repair).
+    store.snapshotsRepaired = dir.takeRepairedSnapshots()
     if (writable) owner = store
     // Spark never releases read stores (4.1+), so the task's end is when the state is idle.
     Option(TaskContext.get()).foreach { ctx =>
@@ -192,6 +204,12 @@ class SpillStoreProvider extends StateStoreProvider with Logging {
   }
 
   private[spillstore] def isOwner(store: SpillStateStore): Boolean = owner eq store
+
+  /** Runs a change of the live state by `store` only while it owns it (see `writeLock`). */
+  private[spillstore] def changeAsOwner[T](store: SpillStateStore)(check: => Unit)(body: => T): T = {
+    writeLock.lock()
+    try { check; body } finally writeLock.unlock()
+  }
 
   private[spillstore] def commit(store: SpillStateStore): Long = synchronized {
     if (store.state == SpillStateStore.Invalidated ||

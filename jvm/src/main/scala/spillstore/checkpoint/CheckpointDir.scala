@@ -1,12 +1,14 @@
 package spillstore.checkpoint
 
 import java.io.FileNotFoundException
+import java.util.concurrent.atomic.AtomicLong
 
 import scala.util.control.NonFatal
 
 import org.apache.hadoop.conf.Configuration
 import org.apache.hadoop.fs.{FileStatus, Path}
 
+import org.apache.spark.internal.Logging
 import org.apache.spark.sql.execution.streaming.checkpointing.CheckpointFileManager
 import org.apache.spark.sql.execution.streaming.state.SpillStoreSparkBridge
 
@@ -18,7 +20,7 @@ import spillstore.checkpoint.StateFile.Kind
  * atomically through Spark's `CheckpointFileManager` (temp file, then rename on close).
  */
 final class CheckpointDir(
-    val path: Path, hadoopConf: Configuration, codec: SpillStoreSparkBridge.Codec) {
+    val path: Path, hadoopConf: Configuration, codec: SpillStoreSparkBridge.Codec) extends Logging {
   private val fm = CheckpointFileManager.create(path, hadoopConf)
   @volatile private var dirCreated = false
 
@@ -63,9 +65,76 @@ final class CheckpointDir(
   }
 
   def delete(kind: Kind, version: Long): Unit = fm.delete(file(kind, version))
+
+  private val repaired = new AtomicLong
+
+  /** Snapshots found corrupt and worked around since the last call. */
+  def takeRepairedSnapshots(): Long = repaired.getAndSet(0)
+
+  /**
+   * Runs `use` on the newest base from which `version` can be rebuilt: a snapshot at or below it
+   * with every journal after it present, or 0 (the empty state before version 1). `use` gets the
+   * base and a reader of the base snapshot (not called for base 0).
+   *
+   * A snapshot is a cache of its journals; a journal has no other copy. So if the base snapshot
+   * is corrupt (or vanished while being read), it is set aside as `<v>.snapshot.corrupt-<ms>`,
+   * logged, counted, and the next older base is tried; corrupt journals are never skipped.
+   * When no base works, the error names the newest base snapshot. `use` must discard what it
+   * built from a base that fails.
+   */
+  def withNewestGoodBase[T](listing: CheckpointDir.Listing, version: Long)(
+      use: (Long, ((Array[Byte], Array[Byte]) => Unit) => Unit) => T): T = {
+    val bases = (listing.snapshots.filter(_ <= version).toSeq.sorted.reverse :+ 0L)
+      .filter(b => listing.missingJournal(b, version).isEmpty)
+    var firstError: Throwable = null
+    var firstBad: Path = null
+    val it = bases.iterator
+    while (it.hasNext) {
+      val base = it.next()
+      def readBase(visit: (Array[Byte], Array[Byte]) => Unit): Unit =
+        try read(StateFile.Snapshot, base)(visit) catch {
+          case e @ (_: StateFile.CorruptFileException | _: FileNotFoundException) =>
+            throw CheckpointDir.BadBase(e)
+        }
+      val result = try Some(use(base, readBase)) catch {
+        case CheckpointDir.BadBase(e) =>
+          val f = file(StateFile.Snapshot, base)
+          if (firstError == null) { firstError = e; firstBad = f } else firstError.addSuppressed(e)
+          e match {
+            case _: StateFile.CorruptFileException =>
+              val aside = setAside(f)
+              repaired.incrementAndGet()
+              logWarning(s"Snapshot $f is corrupt" + aside.fold("")(a => s" (moved to $a)") +
+                s"; rebuilding version $version from an older snapshot and journals: " +
+                e.getMessage)
+            case _ =>
+              logWarning(s"Snapshot $f vanished while being read; trying an older one")
+          }
+          None
+      }
+      if (result.isDefined) return result.get
+    }
+    if (firstError == null) {
+      throw new IllegalStateException(s"No base to rebuild version $version in $path from")
+    }
+    throw SpillStoreSparkBridge.cannotReadStateFile(firstBad, firstError)
+  }
+
+  /** Renames a corrupt file out of the names listing sees; None if that failed. */
+  private def setAside(f: Path): Option[Path] = {
+    val aside = new Path(f.getParent, s"${f.getName}.corrupt-${System.currentTimeMillis()}")
+    try {
+      if (f.getFileSystem(hadoopConf).rename(f, aside)) Some(aside) else None
+    } catch {
+      case NonFatal(e) => logWarning(s"Cannot move corrupt $f aside", e); None
+    }
+  }
 }
 
 object CheckpointDir {
+  /** The base snapshot given to `withNewestGoodBase`'s body could not be read. */
+  private final case class BadBase(cause: Throwable) extends Exception(cause)
+
   final case class Written(bytes: Long, records: Long)
 
   final case class Listing(journals: Set[Long], snapshots: Set[Long]) {

@@ -35,33 +35,36 @@ final class Snapshotter(dir: CheckpointDir) extends Logging {
         logWarning(s"Not snapshotting ${dir.path} at version $version: journal $gap is missing")
         None
       case None =>
-        val changes = squashedChanges(base, version)
-        val written = dir.write(StateFile.Snapshot, version) { out =>
-          var next = 0 // first change not yet written
-          def emitChangesBefore(key: Array[Byte]): Unit = {
-            while (next < changes.length &&
-              (key == null || JArrays.compareUnsigned(changes(next)._1, key) < 0)) {
-              val (k, v) = changes(next)
-              if (v != null) out.put(k, v)
-              next += 1
-            }
-          }
-          if (base > 0) {
-            dir.read(StateFile.Snapshot, base) { (k, v) =>
-              emitChangesBefore(k)
-              if (next < changes.length && JArrays.equals(changes(next)._1, k)) {
-                val changed = changes(next)._2
-                if (changed != null) out.put(k, changed)
+        // A corrupt base snapshot is set aside and an older base used (see withNewestGoodBase).
+        val (used, written) = dir.withNewestGoodBase(listing, version) { (base, readBase) =>
+          val changes = squashedChanges(base, version)
+          base -> dir.write(StateFile.Snapshot, version) { out =>
+            var next = 0 // first change not yet written
+            def emitChangesBefore(key: Array[Byte]): Unit = {
+              while (next < changes.length &&
+                (key == null || JArrays.compareUnsigned(changes(next)._1, key) < 0)) {
+                val (k, v) = changes(next)
+                if (v != null) out.put(k, v)
                 next += 1
-              } else {
-                out.put(k, v)
               }
             }
+            if (base > 0) {
+              readBase { (k, v) =>
+                emitChangesBefore(k)
+                if (next < changes.length && JArrays.equals(changes(next)._1, k)) {
+                  val changed = changes(next)._2
+                  if (changed != null) out.put(k, changed)
+                  next += 1
+                } else {
+                  out.put(k, v)
+                }
+              }
+            }
+            emitChangesBefore(null)
           }
-          emitChangesBefore(null)
         }
         logInfo(s"Wrote snapshot of version $version to ${dir.path} (${written.records} " +
-          s"entries, ${written.bytes} bytes, from snapshot $base + ${version - base} journals)")
+          s"entries, ${written.bytes} bytes, from snapshot $used + ${version - used} journals)")
         Some(version)
     }
   }

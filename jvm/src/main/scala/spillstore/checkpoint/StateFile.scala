@@ -3,6 +3,8 @@ package spillstore.checkpoint
 import java.io.{BufferedInputStream, BufferedOutputStream, DataInputStream, DataOutputStream, EOFException, FilterInputStream, FilterOutputStream, InputStream, IOException, OutputStream}
 import java.util.zip.CRC32C
 
+import scala.util.control.NonFatal
+
 import org.apache.spark.sql.execution.streaming.state.SpillStoreSparkBridge
 
 /**
@@ -107,8 +109,16 @@ object StateFile {
     private val content = new LimitedStream(in, fileLength - FooterBytes)
     private val header = new DataInputStream(content)
     private val codecName = readHeader()
-    private val body = new DataInputStream(
-      new BufferedInputStream(codecFor(codecName).decompress(content), 64 * 1024))
+    // A damaged codec name or compressed-stream header must fail as corruption too, so that
+    // callers can tell a damaged file from an unreadable one.
+    private val body = try {
+      new DataInputStream(
+        new BufferedInputStream(codecFor(codecName).decompress(content), 64 * 1024))
+    } catch {
+      case e: CorruptFileException => throw e
+      case e: EOFException => corrupt("file is truncated in its compressed header", e)
+      case NonFatal(e) => corrupt(s"cannot decode codec '$codecName' ($e)", e)
+    }
 
     def foreach(visit: (Array[Byte], Array[Byte]) => Unit): Long = {
       val crc = new CRC32C
@@ -174,6 +184,8 @@ object StateFile {
       header.readUTF()
     } catch {
       case e: EOFException => corrupt("file is truncated in its header", e)
+      case e: CorruptFileException => throw e
+      case e: IOException => corrupt(s"cannot read its header ($e)", e)
     }
 
     private def corrupt(what: String, cause: Throwable = null): Nothing =

@@ -107,7 +107,9 @@ object ColdTier extends Logging {
       case e: RocksDBException =>
         FileUtils.deleteQuietly(dir)
         throw new IllegalStateException(
-          s"spillstore cannot open its cold tier (RocksDB) in $dir: ${e.getMessage}", e)
+          s"spillstore cannot open its cold tier (RocksDB) in $dir: ${e.getMessage}; check " +
+            "spark.local.dir / SPARK_LOCAL_DIRS or spark.sql.streaming.stateStore.spillstore.localDir",
+          e)
     }
   }
 }

@@ -57,6 +57,8 @@ object SpillStoreMetrics {
   // Named as Spark's HDFS provider names it, so dashboards work across providers.
   val ForcedSnapshots = StateStoreCustomSumMetric("forceSnapshotCount",
     "spillstore: snapshots written on commit because Spark asked for one (snapshot lag)")
+  val SnapshotsRepaired = StateStoreCustomSumMetric("spillstoreSnapshotsRepaired",
+    "spillstore: corrupt snapshots set aside and rebuilt around from older files")
   val BudgetBytes = StateStoreCustomSizeMetric("spillstoreBudgetBytes",
     "spillstore: heap budget in force (each store reports its share; they sum to the budget)",
     isSnapshot = true)
@@ -71,5 +73,5 @@ object SpillStoreMetrics {
 
   val all: Seq[StateStoreCustomMetric] =
     Seq(CacheHitRatio, CacheHits, CacheMisses, ColdLoads, Evictions, WriteBacks, JournalBytes, JournalRecords,
-      CommitTime, ForcedSnapshots, BudgetBytes, HeapBytes, HeapEntries, ColdEntries, ColdBytes)
+      CommitTime, ForcedSnapshots, SnapshotsRepaired, BudgetBytes, HeapBytes, HeapEntries, ColdEntries, ColdBytes)
 }

@@ -24,9 +24,13 @@ final class Recovery(dir: CheckpointDir) extends Logging {
     val listing = dir.list()
     val base = listing.latestSnapshotAtOrBelow(version)
     checkJournals(listing, base, version)
-    if (base > 0) applyFile(StateFile.Snapshot, base, state.loadSnapshotEntry)
-    replayJournals(base, version, state)
-    logInfo(s"Loaded version $version of ${dir.path} (snapshot $base + ${version - base} " +
+    val used = dir.withNewestGoodBase(listing, version) { (b, readBase) =>
+      state.clear()
+      if (b > 0) readBase(state.loadSnapshotEntry)
+      b
+    }
+    replayJournals(used, version, state)
+    logInfo(s"Loaded version $version of ${dir.path} (snapshot $used + ${version - used} " +
       s"journals, ${state.numKeys} keys, ${state.coldKeyCount} of them spilled) in " +
       s"${(System.nanoTime() - start) / 1000000} ms")
   }

@@ -1,0 +1,225 @@
+package spillstore.faults
+
+import java.io.File
+import java.nio.file.Files
+
+import scala.util.Random
+
+import org.scalatest.funsuite.AnyFunSuite
+
+import org.apache.spark.SparkException
+import org.apache.spark.sql.internal.SQLConf
+
+import spillstore.SpillStoreProvider
+import spillstore.SpillStoreProviderSuite._
+
+/**
+ * Damaged checkpoint files: a corrupt snapshot is rebuilt around from an older snapshot (or
+ * version 0) and the journals after it, counted and set aside; a corrupt journal, which has no
+ * other copy, is always an error naming the file.
+ */
+class CorruptionRepairSuite extends AnyFunSuite {
+  import CorruptionRepairSuite._
+
+  /** Snapshots at 3, 6, 9 (minDeltasForSnapshot=3), no cleanup: every journal 1..10 kept. */
+  private def withHistory(f: (String, IndexedSeq[Map[Long, Long]]) => Unit): Unit = {
+    withProvider(sqlConf = conf(minDeltas = 3, retain = 100)) { (p, dir) =>
+      val expected = smallWorkload(p, versions = 10, seed = 11)
+      assert(Seq(3, 6, 9).forall(v => new File(dir, s"$v.snapshot").exists()),
+        new File(dir).list().toSeq)
+      f(dir, expected)
+    }
+  }
+
+  /** Every damage of `good`: truncations and single-bit flips at every `stride`-th byte. */
+  private def damages(good: Array[Byte], stride: Int): Seq[(String, Array[Byte])] = {
+    val n = good.length
+    val cuts = (Seq(0, 1, 4, 8, 13, 17, 21, n / 3, n / 2, n - 13, n - 12, n - 8, n - 1) ++
+      (24 until n by 97)).distinct.filter(l => l >= 0 && l < n)
+    val flips = ((0 until 32) ++ (32 until n - 12 by stride) ++ (n - 12 until n)).distinct
+    cuts.map(l => s"truncated to $l of $n bytes" -> good.take(l)) ++
+      flips.flatMap(at => Seq(0x01, 0x80).map { bit =>
+        val b = good.clone(); b(at) = (b(at) ^ bit).toByte
+        s"bit 0x${bit.toHexString} flipped at $at of $n bytes" -> b
+      })
+  }
+
+  private def clearSetAside(dir: String): Unit =
+    new File(dir).listFiles().filter(_.getName.contains(".corrupt-")).foreach(_.delete())
+
+  test("a corrupt newest snapshot is rebuilt from the older snapshot and journals, counted") {
+    withHistory { (dir, expected) =>
+      val f = new File(dir, "9.snapshot")
+      val good = Files.readAllBytes(f.toPath)
+      val trials = damages(good, stride = 3)
+      var harmless = 0
+      for ((damage, bytes) <- trials) {
+        Files.write(f.toPath, bytes)
+        withProvider(rootOf(dir)) { (fresh, _) =>
+          val s = withClue(s"$damage: ")(fresh.getStore(10))
+          // Always the exact state: rebuilt around the damage, or (for a bit the codec ignores,
+          // e.g. LZ4's compression-level bits) read as written, records and CRC32C intact.
+          assert(contents(s) === expected(10), damage)
+          val repaired = customMetric(s, "spillstoreSnapshotsRepaired")
+          s.abort()
+          if (repaired == 0) {
+            harmless += 1
+            assert(f.exists() && readAll(dir, 9) === expected(9), damage)
+          } else {
+            assert(repaired === 1, damage)
+            // Set aside under a name listing ignores, kept as evidence; the next load is clean.
+            assert(!f.exists(), damage)
+            assert(new File(dir).list().exists(_.startsWith("9.snapshot.corrupt-")), damage)
+            val again = fresh.getStore(9)
+            assert(contents(again) === expected(9), damage)
+            assert(customMetric(again, "spillstoreSnapshotsRepaired") === 0, damage)
+            again.abort()
+          }
+        }
+        clearSetAside(dir)
+      }
+      assert(harmless < trials.size / 20, s"$harmless of ${trials.size} damages went unnoticed")
+      info(s"${trials.size} damaged copies of 9.snapshot: ${trials.size - harmless} detected " +
+        s"and repaired, $harmless changed no record (codec-ignored bits) and read exactly")
+    }
+  }
+
+  test("several corrupt snapshots in a row fall back to version 0 and all journals") {
+    withHistory { (dir, expected) =>
+      for (v <- Seq(3, 6, 9)) {
+        val f = new File(dir, s"$v.snapshot")
+        Files.write(f.toPath, Files.readAllBytes(f.toPath).take(30))
+      }
+      withProvider(rootOf(dir)) { (fresh, _) =>
+        val s = fresh.getStore(10)
+        assert(contents(s) === expected(10))
+        assert(customMetric(s, "spillstoreSnapshotsRepaired") === 3)
+        s.abort()
+      }
+    }
+  }
+
+  test("a corrupt snapshot with no older base left is an error naming the snapshot") {
+    withHistory { (dir, _) =>
+      // As cleanup keeping from snapshot 6 would.
+      Seq("1.journal", "2.journal", "3.journal", "3.snapshot", "4.journal", "5.journal", "6.journal")
+        .foreach(n => assert(new File(dir, n).delete(), n))
+      val f = new File(dir, "6.snapshot")
+      val good = Files.readAllBytes(f.toPath)
+      Files.write(f.toPath, good.take(good.length - 1))
+      withProvider(rootOf(dir)) { (fresh, _) =>
+        val e = intercept[SparkException](fresh.getStore(7))
+        assert(e.getCondition === "CANNOT_LOAD_STATE_STORE.CANNOT_READ_STREAMING_STATE_FILE")
+        assert(e.getMessage.contains("6.snapshot"), e.getMessage)
+      }
+    }
+  }
+
+  test("a corrupt journal is never skipped, even with an older base: error naming it") {
+    withHistory { (dir, expected) =>
+      for (v <- Seq(8, 10)) { // after snapshot 6 (and before 9), and after snapshot 9
+        val f = new File(dir, s"$v.journal")
+        val good = Files.readAllBytes(f.toPath)
+        val trials = damages(good, stride = 1)
+        var harmless = 0
+        for ((damage, bytes) <- trials) {
+          Files.write(f.toPath, bytes)
+          withProvider(rootOf(dir)) { (fresh, _) =>
+            // Version v needs journal v after snapshot v-2 or v-1; older bases exist too.
+            val loaded = try Right(contents(fresh.getStore(v))) catch {
+              case e: SparkException => Left(e)
+            }
+            loaded match {
+              case Left(e) =>
+                assert(e.getCondition ===
+                  "CANNOT_LOAD_STATE_STORE.CANNOT_READ_STREAMING_STATE_FILE", damage)
+                assert(e.getMessage.contains(s"$v.journal"), s"$damage: ${e.getMessage}")
+              case Right(state) =>
+                // Only a bit no record depends on (LZ4's compression-level bits): exact state.
+                harmless += 1
+                assert(state === expected(v), s"$v.journal $damage was read as valid")
+            }
+            // The provider stays usable for versions that do not need the journal.
+            val ok = fresh.getStore(v - 1)
+            assert(contents(ok) === expected(v - 1), damage)
+            ok.abort()
+          }
+        }
+        assert(harmless < trials.size / 20, s"$harmless of ${trials.size} damages went unnoticed")
+        info(s"${trials.size} damaged copies of $v.journal: ${trials.size - harmless} detected " +
+          s"and named, none skipped; $harmless changed no record and read exactly")
+        Files.write(f.toPath, good)
+        assert(new File(dir).list().forall(!_.contains(".corrupt-")))
+      }
+      assert(readAll(dir, 10) === expected(10))
+    }
+  }
+
+  test("snapshot maintenance over a corrupt base snapshot rebuilds from an older base") {
+    withProvider(sqlConf = conf(minDeltas = 3, retain = 100)) { (p, dir) =>
+      val expected = smallWorkload(p, versions = 10, seed = 12)
+      val f = new File(dir, "9.snapshot")
+      Files.write(f.toPath, Files.readAllBytes(f.toPath).take(40))
+      // Versions 10..12 on the live state (no reload), then maintenance snapshots 12 from 6.
+      val more = smallWorkload(p, versions = 2, seed = 13, from = 10, start = expected(10))
+      assert(new File(dir, "12.snapshot").exists())
+      val s = p.getStore(12)
+      assert(customMetric(s, "spillstoreSnapshotsRepaired") === 1)
+      s.abort()
+      // Nothing but the new snapshot is needed for 12.
+      new File(dir).listFiles().filter(_.getName.endsWith(".journal")).foreach(_.delete())
+      assert(readAll(dir, 12) === more(2))
+    }
+  }
+
+  test("cleanup after a repair keeps what the retained versions need") {
+    withProvider(sqlConf = conf(minDeltas = 3, retain = 2)) { (p, dir) =>
+      val first = smallWorkload(p, versions = 8, seed = 14, maintain = false)
+      p.doSnapshotMaintenance() // 8.snapshot
+      val f = new File(dir, "8.snapshot")
+      assert(f.exists())
+      val later = smallWorkload(p, versions = 4, seed = 15, from = 8, start = first(8),
+        maintain = false)
+      Files.write(f.toPath, Files.readAllBytes(f.toPath).take(50))
+      withProvider(rootOf(dir), conf(minDeltas = 100, retain = 2)) { (fresh, _) =>
+        val s = fresh.getStore(12)
+        assert(contents(s) === later(4))
+        s.abort()
+        // Had the corrupt 8.snapshot stayed listed, cleanup would keep from it and delete the
+        // journals 1..7 that are now the only way to rebuild versions 8..12.
+        fresh.doCleanupMaintenance()
+      }
+      for (v <- 10 to 12) assert(readAll(dir, v) === later(v - 8), s"version $v")
+    }
+  }
+}
+
+object CorruptionRepairSuite {
+  def conf(minDeltas: Int, retain: Int): SQLConf = {
+    val c = new SQLConf
+    c.setConf(SQLConf.STATE_STORE_MIN_DELTAS_FOR_SNAPSHOT, minDeltas)
+    c.setConf(SQLConf.MIN_BATCHES_TO_RETAIN, retain)
+    c
+  }
+
+  /** Like commitVersions, on 60 keys so that files stay small enough to damage byte by byte. */
+  def smallWorkload(p: SpillStoreProvider, versions: Int, seed: Int, from: Int = 0,
+      start: Map[Long, Long] = Map.empty, maintain: Boolean = true): IndexedSeq[Map[Long, Long]] = {
+    val rnd = new Random(seed)
+    var model = start
+    val states = IndexedSeq.newBuilder[Map[Long, Long]]
+    states += model
+    for (v <- from until from + versions) {
+      val s = p.getStore(v)
+      for (_ <- 0 until 20) {
+        val k = rnd.nextInt(60).toLong
+        if (rnd.nextInt(4) == 0) { s.remove(key(k)); model -= k }
+        else { val x = rnd.nextLong(); s.put(key(k), value(x)); model += k -> x }
+      }
+      assert(s.commit() == v + 1)
+      states += model
+      if (maintain) p.doMaintenance()
+    }
+    states.result()
+  }
+}

@@ -1,0 +1,89 @@
+"""kill -9 of a running streaming query's JVM (and its Python driver) in a subprocess, at a
+seeded point mid-stream; the query restarted from its checkpoint ends with exactly the results
+of an uninterrupted run with Spark's default provider."""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import harness
+import pytest
+from harness import DEFAULT, NUM_BATCHES, QUERIES, SPILLSTORE, Run
+
+FullRun = Callable[[str, str], Run]
+WORKER = Path(__file__).with_name("restart_worker.py")
+# (query, batches committed before the kill, seed of the delay after that into the next batch)
+TRIALS = [("agg_update_window", 1, 1), ("join_left_outer", 2, 2), ("session_window", 3, 3)]
+
+
+def _descendants(pid: int) -> list[int]:
+    """Every process below ``pid`` (the JVM PySpark starts is a child of the driver)."""
+    children: dict[int, list[int]] = {}
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                stat = Path(f"/proc/{entry}/stat").read_text()
+            except OSError:
+                continue
+            ppid = int(stat.rsplit(")", 1)[1].split()[1])
+            children.setdefault(ppid, []).append(int(entry))
+    out, todo = [], [pid]
+    while todo:
+        for child in children.get(todo.pop(), []):
+            out.append(child)
+            todo.append(child)
+    return out
+
+
+def _committed(checkpoint: Path) -> list[int]:
+    """Committed batches so far (none before the query creates its commit log)."""
+    return harness.committed_batches(checkpoint) if (checkpoint / "commits").is_dir() else []
+
+
+@pytest.mark.heavy
+@pytest.mark.parametrize(("query", "target", "seed"), TRIALS)
+def test_kill9_mid_stream_then_restart(
+    spark: Any, full_run: FullRun, tmp_path: Path, query: str, target: int, seed: int
+) -> None:
+    rnd = random.Random(seed)
+    inputs = harness.write_inputs(tmp_path, QUERIES[query].sources, range(NUM_BATCHES))
+    checkpoint, output = tmp_path / "checkpoint", tmp_path / "output"
+    jobs = tmp_path / "jobs.json"
+    jobs.write_text(json.dumps([{"query": query, "inputs": {k: str(v) for k, v in inputs.items()},
+                                 "checkpoint": str(checkpoint), "output": str(output)}]))
+    worker = subprocess.Popen([sys.executable, str(WORKER), str(jobs)],
+                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + 300
+        while len(_committed(checkpoint)) < target:
+            assert worker.poll() is None, "the worker ended before the kill"
+            assert time.monotonic() < deadline, "no progress"
+            time.sleep(0.05)
+        time.sleep(rnd.uniform(0, 0.5))  # somewhere into the next batch
+        victims = _descendants(worker.pid)
+        for pid in victims:  # the JVM first: no shutdown hook, no clean close
+            os.kill(pid, signal.SIGKILL)
+        worker.send_signal(signal.SIGKILL)
+    finally:
+        worker.wait(60)
+    killed_after = _committed(checkpoint)
+    assert len(killed_after) < NUM_BATCHES, f"the query finished before the kill: {killed_after}"
+    resumed = harness.run_query(spark, query, inputs, checkpoint, output, SPILLSTORE)
+    assert harness.checkpoint_provider(checkpoint) == {SPILLSTORE}
+    reference = full_run(query, DEFAULT)
+    outputs = harness.read_outputs(output)
+    difference = harness.describe_difference(outputs, reference.outputs, "spillstore", "default")
+    print(f"{query}: SIGKILL after committed batches {killed_after}; resumed batches "
+          f"{[p['batchId'] for p in resumed.progress]}; results equal the default provider's")
+    assert outputs == reference.outputs, (
+        f"{query}: killed after batches {killed_after}, resumed with "
+        f"{[p['batchId'] for p in resumed.progress]}:\n{difference}")
