@@ -316,24 +316,27 @@ object SpillStoreProviderSuite {
     withProvider(rootOf(storeDir)) { (p, _) => contents(p.getReadStore(version)) }
 
   /**
-   * Commits `versions` batches of random puts, updates and removes (keys drawn from a small
-   * range so they collide), returning the expected state at every version, 0 included.
+   * Commits `versions` batches (from version `from`, state `start`) of `ops` random puts,
+   * updates and removes of keys drawn from [0, `keys`), so they collide; returns the expected
+   * state at every version from `from` on. `onCommit` sees each new version and its state.
    */
-  def commitVersions(p: SpillStoreProvider, versions: Int, seed: Int,
-      maintain: Boolean = false): IndexedSeq[Map[Long, Long]] = {
+  def commitVersions(p: SpillStoreProvider, versions: Int, seed: Int, maintain: Boolean = false,
+      keys: Int = 300, ops: Int = 200, from: Int = 0, start: Map[Long, Long] = Map.empty,
+      onCommit: (Long, Map[Long, Long]) => Unit = (_, _) => ()): IndexedSeq[Map[Long, Long]] = {
     val rnd = new Random(seed)
-    var model = Map.empty[Long, Long]
+    var model = start
     val states = IndexedSeq.newBuilder[Map[Long, Long]]
     states += model
-    for (v <- 0 until versions) {
+    for (v <- from until from + versions) {
       val s = p.getStore(v)
-      for (_ <- 0 until 200) {
-        val k = rnd.nextInt(300).toLong
+      for (_ <- 0 until ops) {
+        val k = rnd.nextInt(keys).toLong
         if (rnd.nextInt(4) == 0) { s.remove(key(k)); model -= k }
         else { val x = rnd.nextLong(); s.put(key(k), value(x)); model += k -> x }
       }
       assert(s.commit() == v + 1)
       states += model
+      onCommit(v + 1L, model)
       if (maintain) p.doMaintenance()
     }
     states.result()

@@ -3,7 +3,6 @@ package spillstore.faults
 import java.io.File
 import java.nio.file.Files
 
-import scala.util.Random
 
 import org.scalatest.funsuite.AnyFunSuite
 
@@ -202,24 +201,8 @@ object CorruptionRepairSuite {
     c
   }
 
-  /** Like commitVersions, on 60 keys so that files stay small enough to damage byte by byte. */
+  /** commitVersions on 60 keys, so that files stay small enough to damage byte by byte. */
   def smallWorkload(p: SpillStoreProvider, versions: Int, seed: Int, from: Int = 0,
-      start: Map[Long, Long] = Map.empty, maintain: Boolean = true): IndexedSeq[Map[Long, Long]] = {
-    val rnd = new Random(seed)
-    var model = start
-    val states = IndexedSeq.newBuilder[Map[Long, Long]]
-    states += model
-    for (v <- from until from + versions) {
-      val s = p.getStore(v)
-      for (_ <- 0 until 20) {
-        val k = rnd.nextInt(60).toLong
-        if (rnd.nextInt(4) == 0) { s.remove(key(k)); model -= k }
-        else { val x = rnd.nextLong(); s.put(key(k), value(x)); model += k -> x }
-      }
-      assert(s.commit() == v + 1)
-      states += model
-      if (maintain) p.doMaintenance()
-    }
-    states.result()
-  }
+      start: Map[Long, Long] = Map.empty, maintain: Boolean = true): IndexedSeq[Map[Long, Long]] =
+    commitVersions(p, versions, seed, maintain, keys = 60, ops = 20, from = from, start = start)
 }

@@ -51,19 +51,8 @@ class MaintenanceConcurrencySuite extends AnyFunSuite {
             }
           }
         })
-      val rnd = new scala.util.Random(5)
-      var model = Map.empty[Long, Long]
-      for (v <- 0 until 400) {
-        val s = p.getStore(v)
-        for (_ <- 0 until 50) {
-          val k = rnd.nextInt(1000).toLong
-          if (rnd.nextInt(4) == 0) { s.remove(key(k)); model -= k }
-          else { val x = rnd.nextLong(); s.put(key(k), value(x)); model += k -> x }
-        }
-        assert(s.commit() == v + 1)
-        expected(v + 1L) = model
-        latest = v + 1L
-      }
+      commitVersions(p, versions = 400, seed = 5, keys = 1000, ops = 50,
+        onCommit = (v, model) => { expected(v) = model; latest = v })
       running = false
       threads.foreach(_.join(60000))
       errors.forEach(e => throw e)
