@@ -21,7 +21,7 @@ from ._config import (
     UnsupportedSparkVersionError,
     configure,
 )
-from .metrics import cache_hit_ratio, state_metrics
+from .metrics import _size, cache_hit_ratio, state_metrics
 
 __all__ = ["main"]
 
@@ -44,14 +44,7 @@ _COLUMNS = (
 
 
 def _fmt_bytes(n: int | None) -> str:
-    if n is None:
-        return "-"
-    value = float(n)
-    for unit in ("B", "KiB", "MiB", "GiB"):
-        if value < 1024 or unit == "GiB":
-            return f"{int(value)} B" if unit == "B" else f"{value:.1f} {unit}"
-        value /= 1024
-    raise AssertionError("unreachable")
+    return "-" if n is None else _size(n)
 
 
 def _fmt_int(n: float | None) -> str:

@@ -212,15 +212,16 @@ def operator_metrics(source: Any) -> list[OperatorMetrics]:
                 metrics = operators[index].get("customMetrics")
                 hits += _number(metrics, "spillstoreCacheHits")
                 misses += _number(metrics, "spillstoreCacheMisses")
+        batch_hits = _number(custom, "spillstoreCacheHits")
+        batch_misses = _number(custom, "spillstoreCacheMisses")
         result.append(OperatorMetrics(
             operator=str(op.get("operatorName", "")),
             index=index,
             batch_id=_number(last, "batchId"),
-            hit_ratio=_ratio(_number(custom, "spillstoreCacheHits"),
-                             _number(custom, "spillstoreCacheMisses")),
+            hit_ratio=_ratio(batch_hits, batch_misses),
             cumulative_hit_ratio=_ratio(hits, misses),
-            cache_hits=_number(custom, "spillstoreCacheHits"),
-            cache_misses=_number(custom, "spillstoreCacheMisses"),
+            cache_hits=batch_hits,
+            cache_misses=batch_misses,
             evictions=_number(custom, "spillstoreEvictions"),
             write_backs=_number(custom, "spillstoreWriteBacks"),
             cold_loads=_number(custom, "spillstoreColdLoads"),
