@@ -7,7 +7,7 @@ JAR := target/spillstore.jar
 PKG_JAR := python/spillstore/jars/spillstore.jar
 SCALA_SRC := $(shell find jvm/src/main -name '*.scala' 2>/dev/null) build.sbt
 
-.PHONY: all venv jar demo test test-fast test-jvm test-python test-heavy clean
+.PHONY: all venv jar demo test test-fast test-jvm test-python test-heavy bench-api clean
 
 all: jar
 
@@ -47,6 +47,11 @@ test: test-jvm test-python test-heavy
 
 # Everything but the heavy suites, for quick iterations.
 test-fast: test-jvm test-python
+
+# StateStore-API benchmark, all scenarios at full size (docs/benchmarks.md); about 15 minutes.
+# The 10M-key scenario needs the larger heap: the default provider copies its map each batch.
+bench-api: $(VENV)/.installed
+	bin/sbt 'set spillstore / Test / javaOptions += "-Xmx12g"' "spillstore/Test/runMain spillstore.bench.ApiBench $(BENCH_ARGS)"
 
 clean:
 	rm -rf target jvm/target project/target python/spillstore/jars

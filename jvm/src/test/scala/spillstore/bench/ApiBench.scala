@@ -1,97 +1,308 @@
 package spillstore.bench
 
-import java.nio.file.Files
-import java.util.UUID
+import java.lang.management.ManagementFactory
 
-import scala.util.Random
+import scala.collection.mutable
 
-import org.apache.hadoop.conf.Configuration
+import org.apache.spark.sql.execution.streaming.state.{StateStore, StateStoreProvider}
 
-import org.apache.spark.sql.catalyst.expressions.{GenericInternalRow, UnsafeProjection, UnsafeRow}
-import org.apache.spark.sql.execution.streaming.state._
-import org.apache.spark.sql.internal.SQLConf
-import org.apache.spark.sql.types.{LongType, StructField, StructType}
+import spillstore.bench.BenchProviders.{customMetric, LongRow}
 
 /**
- * StateStore-API benchmark: N keys preloaded, then batches of M read-modify-write records
- * (get + put of uniform random keys) and a commit, for each provider in one JVM, interleaved.
+ * StateStore-API benchmark of spillstore against Spark's two providers, all in one JVM and
+ * interleaved round by round (the order rotates each round), so that JIT, GC and machine noise
+ * fall on all three alike. Every provider is driven exactly as Spark drives it on an executor:
+ * getStore(v), gets and puts, commit.
  *
- *   bin/sbt "spillstore/Test/runMain spillstore.bench.ApiBench [keys] [opsPerBatch] [batches]"
+ *   make bench-api          (all scenarios at full size, -Xmx12g; about 15 minutes)
+ *   bin/sbt "spillstore/Test/runMain spillstore.bench.ApiBench keys=1000000 ops=100000 \
+ *     batches=12 bigKeys=10000000 scenarios=rmw,absent,iterate,delete,recovery,hit-ratio,heap-bytes,commit-scaling"
  *
- * Prints per provider the median batch time split into getStore (load), updates and commit,
- * and get+put records per second.
+ * Prints one markdown table per scenario (docs/benchmarks.md holds the measured ones).
  */
 object ApiBench {
-  private val schema = StructType(Seq(StructField("v", LongType)))
-  private val providers = Seq(
-    "spillstore" -> "spillstore.SpillStoreProvider",
-    "hdfs" -> "org.apache.spark.sql.execution.streaming.state.HDFSBackedStateStoreProvider",
-    "rocksdb" -> "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider")
+  val Scenarios: Seq[String] =
+    Seq("rmw", "absent", "iterate", "delete", "recovery", "hit-ratio", "heap-bytes", "commit-scaling")
 
-  final case class Batch(loadMs: Double, updateMs: Double, commitMs: Double) {
-    def totalMs: Double = loadMs + updateMs + commitMs
+  final case class Settings(
+      keys: Int = 1000000,
+      ops: Int = 100000,
+      batches: Int = 12,
+      bigKeys: Int = 10000000,
+      scenarios: Seq[String] = Scenarios) {
+    require(batches >= 3, "batches must be >= 3 (the first round of each scenario is warm-up)")
+    require(keys >= 4 * ops, "keys must be >= 4 * ops (the delete scenario removes distinct keys)")
+    scenarios.foreach(s => require(Scenarios.contains(s), s"unknown scenario $s; known: ${Scenarios.mkString(",")}"))
+  }
+
+  /** One measured round of one provider: load (getStore), the records, commit. */
+  final case class Sample(loadMs: Double, workMs: Double, commitMs: Double, hits: Long = 0, misses: Long = 0) {
+    def totalMs: Double = loadMs + workMs + commitMs
+  }
+
+  /** What one provider did in one scenario; `value` holds single figures (bytes per entry). */
+  final case class Result(scenario: String, provider: String, opsPerRound: Long,
+      samples: IndexedSeq[Sample], value: Map[String, Double] = Map.empty) {
+    private def med(f: Sample => Double): Double = { val s = samples.map(f).sorted; s(s.size / 2) }
+    def opsPerSec(f: Sample => Double): Double = opsPerRound / (med(f) / 1000)
+    def rates(f: Sample => Double): Seq[Double] = samples.map(s => opsPerRound / (f(s) / 1000))
+    def median(f: Sample => Double): Double = med(f)
+    def hitRatio: Option[Double] = {
+      val h = samples.map(_.hits).sum
+      val m = samples.map(_.misses).sum
+      if (h + m == 0) None else Some(h.toDouble / (h + m))
+    }
+  }
+
+  /** A provider under test and the newest version it committed. */
+  private final class Subject(val name: String, val root: String, conf: Map[String, String]) {
+    var provider: StateStoreProvider = BenchProviders.open(baseName, root, conf)
+    var version = 0L
+    def baseName: String = name.takeWhile(_ != ' ')
+    def reopen(): Unit = provider = BenchProviders.open(baseName, root, conf)
+    def close(): Unit = provider.close()
   }
 
   def main(args: Array[String]): Unit = {
-    val keys = args.headOption.map(_.toInt).getOrElse(1000000)
-    val ops = args.lift(1).map(_.toInt).getOrElse(100000)
-    val batches = args.lift(2).map(_.toInt).getOrElse(10)
-    println(s"keys=$keys opsPerBatch=$ops batches=$batches (get+put uniform), JVM max heap " +
-      s"${Runtime.getRuntime.maxMemory() >> 20} MB")
-    val instances = providers.map { case (name, cls) => name -> open(cls) }
-    instances.foreach { case (name, p) =>
+    val opts = args.map { a =>
+      val (k, v) = a.span(_ != '=')
+      require(v.nonEmpty, s"expected name=value, got $a")
+      k -> v.drop(1)
+    }.toMap
+    val d = Settings()
+    val settings = Settings(
+      keys = opts.get("keys").map(_.toInt).getOrElse(d.keys),
+      ops = opts.get("ops").map(_.toInt).getOrElse(d.ops),
+      batches = opts.get("batches").map(_.toInt).getOrElse(d.batches),
+      bigKeys = opts.get("bigKeys").map(_.toInt).getOrElse(d.bigKeys),
+      scenarios = opts.get("scenarios").map(_.split(',').toSeq).getOrElse(d.scenarios))
+    run(settings, println)
+  }
+
+  /** Runs the chosen scenarios, printing each table as it completes; returns every result. */
+  def run(s: Settings, out: String => Unit): Seq[Result] = new Runner(s, out).run()
+
+  private type Round = (Subject, Int) => Sample
+
+  private def ms(from: Long, to: Long): Double = (to - from) / 1e6
+
+  private def usedHeapAfterGc(): Long = {
+    val bean = ManagementFactory.getMemoryMXBean
+    System.gc(); System.gc()
+    bean.getHeapMemoryUsage.getUsed
+  }
+
+  /** The scenarios of one run; `out` gets the tables and progress lines. */
+  private final class Runner(s: Settings, out: String => Unit) {
+    def run(): Seq[Result] = {
+      out(s"ApiBench: $s; JVM max heap ${Runtime.getRuntime.maxMemory() >> 20} MB, " +
+        s"${Runtime.getRuntime.availableProcessors()} cores, ${System.getProperty("java.vm.name")} " +
+        s"${System.getProperty("java.version")}")
+      val results = mutable.ArrayBuffer.empty[Result]
+      def report(rs: Seq[Result]): Unit = { results ++= rs; out(Report.table(rs)) }
+      val shared = Seq("rmw", "absent", "iterate", "delete", "recovery")
+      if (s.scenarios.exists(shared.contains)) sharedScenarios(report)
+      if (s.scenarios.contains("hit-ratio")) report(hitRatio())
+      if (s.scenarios.contains("heap-bytes")) report(heapBytes(s.keys))
+      if (s.scenarios.contains("commit-scaling")) report(atScale(s.bigKeys))
+      results.toSeq
+    }
+
+    // ------------------------------------------------------------------ scenarios
+
+    /** The scenarios that share one preloaded state of `keys` entries per provider. */
+    private def sharedScenarios(report: Seq[Result] => Unit): Unit = {
+      val subjects = BenchProviders.All.map(n => new Subject(n, BenchProviders.newRoot(), Map.empty))
+      try {
+        subjects.foreach(preload(_, s.keys))
+        val want = s.scenarios.toSet
+        if (want("rmw")) {
+          Seq(new KeyPattern.Uniform(s.keys, 1), new KeyPattern.Zipf(s.keys, 0.99, 2)).foreach { keys =>
+            report(rounds(f"get+put, ${keys.name}, ${s.keys}%,d keys", subjects, s.batches, s.ops)(rmwRound(keys, s.ops)))
+          }
+        }
+        if (want("absent")) {
+          report(rounds("get of absent keys", subjects, s.batches, s.ops)(absentRound(new KeyPattern.Absent(s.keys, s.keys, 3), s.ops)))
+        }
+        if (want("iterate")) {
+          report(rounds("full iteration", subjects, math.min(s.batches, 5), s.keys)(iterateRound(s.keys)))
+        }
+        if (want("delete")) {
+          val order = KeyPattern.shuffled(s.keys, 4)
+          val n = math.min(s.batches, s.keys / s.ops / 2)
+          report(rounds("remove", subjects, n, s.ops)(deleteRound(order, s.ops)))
+        }
+        if (want("recovery")) report(recovery(subjects))
+      } finally subjects.foreach(_.close())
+    }
+
+    /** Preloads keys 0 until n (value = key) as version 1; returns the committed store. */
+    private def preload(sub: Subject, n: Int): StateStore = {
+      val k = new LongRow
       val t = System.nanoTime()
-      val s = p.getStore(0)
+      val st = sub.provider.getStore(sub.version)
       var i = 0L
-      while (i < keys) { s.put(row(i), row(i)); i += 1 }
-      s.commit()
-      println(f"$name%-10s preload ${(System.nanoTime() - t) / 1e6}%.0f ms")
+      while (i < n) { st.put(k.set(i), k.row); i += 1 }
+      sub.version = st.commit()
+      out(f"  ${sub.name}%-10s preloaded $n%,d keys in ${(System.nanoTime() - t) / 1e6}%,.0f ms")
+      st
     }
-    val results = instances.map(_._1 -> IndexedSeq.newBuilder[Batch]).toMap
-    val rnd = new Random(42)
-    for (b <- 1 to batches; (name, p) <- instances) {
-      results(name) += runBatch(p, b.toLong, keys, ops, rnd)
-    }
-    println(f"${"provider"}%-10s ${"load ms"}%9s ${"update ms"}%10s ${"commit ms"}%10s ${"batch ms"}%9s ${"ops/s"}%12s")
-    results.toSeq.sortBy(r => providers.indexWhere(_._1 == r._1)).foreach { case (name, rb) =>
-      val r = rb.result()
-      def med(f: Batch => Double) = r.map(f).sorted.apply(r.size / 2)
-      val opsPerSec = ops / (med(_.updateMs) / 1000)
-      println(f"$name%-10s ${med(_.loadMs)}%9.1f ${med(_.updateMs)}%10.1f ${med(_.commitMs)}%10.1f ${med(_.totalMs)}%9.1f ${opsPerSec}%12.0f")
-    }
-    instances.foreach(_._2.close())
-  }
 
-  private def runBatch(p: StateStoreProvider, version: Long, keys: Int, ops: Int, rnd: Random): Batch = {
-    val t0 = System.nanoTime()
-    val s = p.getStore(version)
-    val t1 = System.nanoTime()
-    var i = 0
-    while (i < ops) {
-      val k = row(rnd.nextInt(keys).toLong)
-      val old = s.get(k)
-      s.put(k, row(if (old == null) 1L else old.getLong(0) + 1))
-      i += 1
+    /** `n` rounds of `round` over the subjects, rotating their order; the warm-up is dropped. */
+    private def rounds(scenario: String, subjects: Seq[Subject], n: Int, opsPerRound: Long,
+        warmup: Int = 1)(round: Round): Seq[Result] = {
+      val samples = subjects.map(_.name -> IndexedSeq.newBuilder[Sample]).toMap
+      for (r <- 0 until n; i <- subjects.indices) {
+        val sub = subjects((i + r) % subjects.size)
+        val sample = round(sub, r)
+        if (r >= warmup) samples(sub.name) += sample
+      }
+      subjects.map(sub => Result(scenario, sub.name, opsPerRound, samples(sub.name).result()))
     }
-    val t2 = System.nanoTime()
-    s.commit()
-    val t3 = System.nanoTime()
-    Batch((t1 - t0) / 1e6, (t2 - t1) / 1e6, (t3 - t2) / 1e6)
-  }
 
-  private val proj = UnsafeProjection.create(schema)
-  private def row(v: Long): UnsafeRow = proj(new GenericInternalRow(Array[Any](v)))
+    private def rmwRound(keys: KeyPattern, ops: Int): Round = {
+      val k = new LongRow
+      val v = new LongRow
+      (sub, r) => {
+        val t0 = System.nanoTime()
+        val st = sub.provider.getStore(sub.version)
+        val t1 = System.nanoTime()
+        var i = 0
+        while (i < ops) {
+          val old = st.get(k.set(keys.key(r, i)))
+          st.put(k.row, v.set(if (old == null) 1L else old.getLong(0) + 1))
+          i += 1
+        }
+        val t2 = System.nanoTime()
+        sub.version = st.commit()
+        val t3 = System.nanoTime()
+        Sample(ms(t0, t1), ms(t1, t2), ms(t2, t3),
+          customMetric(st, "spillstoreCacheHits"), customMetric(st, "spillstoreCacheMisses"))
+      }
+    }
 
-  private def open(cls: String): StateStoreProvider = {
-    val sqlConf = new SQLConf
-    sqlConf.setConfString("spark.sql.streaming.stateStore.rocksdb.trackTotalNumberOfRows", "false")
-    sqlConf.setConfString("spark.sql.streaming.stateStore.rocksdb.changelogCheckpointing.enabled", "true")
-    val hadoopConf = new Configuration
-    hadoopConf.set("sql.streaming.runId", UUID.randomUUID().toString)
-    val p = StateStoreProvider.create(cls)
-    p.init(StateStoreId(Files.createTempDirectory("bench").toString, 0, 0), schema, schema,
-      NoPrefixKeyStateEncoderSpec(schema), useColumnFamilies = false, new StateStoreConf(sqlConf),
-      hadoopConf, useMultipleValuesPerKey = false, stateSchemaProvider = None)
-    p
+    private def absentRound(keys: KeyPattern, ops: Int): Round = {
+      val k = new LongRow
+      (sub, r) => {
+        val t0 = System.nanoTime()
+        val st = sub.provider.getStore(sub.version)
+        val t1 = System.nanoTime()
+        var i = 0
+        while (i < ops) {
+          if (st.get(k.set(keys.key(r, i))) != null) sys.error(s"${sub.name}: an absent key was found")
+          i += 1
+        }
+        val t2 = System.nanoTime()
+        st.abort()
+        Sample(ms(t0, t1), ms(t1, t2), 0)
+      }
+    }
+
+    private def iterateRound(expected: Int): Round = (sub, _) => {
+      val t0 = System.nanoTime()
+      val st = sub.provider.getStore(sub.version)
+      val t1 = System.nanoTime()
+      var n = 0
+      var sum = 0L
+      val it = st.iterator()
+      while (it.hasNext) { sum += it.next().value.getLong(0); n += 1 }
+      val t2 = System.nanoTime()
+      st.abort()
+      if (n != expected) sys.error(s"${sub.name}: iterated $n entries, expected $expected")
+      Sample(ms(t0, t1), ms(t1, t2), 0)
+    }
+
+    private def deleteRound(order: Array[Int], ops: Int): Round = {
+      val k = new LongRow
+      (sub, r) => {
+        val t0 = System.nanoTime()
+        val st = sub.provider.getStore(sub.version)
+        val t1 = System.nanoTime()
+        var i = 0
+        while (i < ops) { st.remove(k.set(order(r * ops + i).toLong)); i += 1 }
+        val t2 = System.nanoTime()
+        sub.version = st.commit()
+        Sample(ms(t0, t1), ms(t1, t2), ms(t2, System.nanoTime()))
+      }
+    }
+
+    /**
+     * Each provider snapshots (its own maintenance), commits a few more batches (journals,
+     * deltas, changelogs), and is closed; then a new instance loads the newest version from the
+     * checkpoint, three times. Measured: getStore of that version, ready for gets.
+     */
+    private def recovery(subjects: Seq[Subject]): Seq[Result] = {
+      val uniform = new KeyPattern.Uniform(s.keys, 5)
+      subjects.foreach(_.provider.doMaintenance())
+      rounds("recovery (warm-up)", subjects, 3, s.ops)(rmwRound(uniform, s.ops))
+      subjects.foreach(_.close())
+      val load: Round = (sub, _) => {
+        sub.reopen()
+        val t0 = System.nanoTime()
+        val st = sub.provider.getStore(sub.version)
+        val t1 = System.nanoTime()
+        st.abort()
+        sub.close()
+        Sample(0, ms(t0, t1), 0)
+      }
+      val results = rounds(f"recovery of ${s.keys}%,d keys (records = entries recovered)", subjects, 4, s.keys)(load)
+      subjects.foreach(_.reopen()) // closed again by the caller
+      results
+    }
+
+    /**
+     * FLIP-369's hit-ratio experiment (see [[KeyPattern.Flip369]]): spillstore with heap
+     * capacities for about 100 %, 50 % and 0 % hits, each run interleaved with the two Spark
+     * providers, which keep everything on heap or in RocksDB. Capacities carry 1/0.9 slack for
+     * the memory manager's low-water mark; each run measures whole 4-batch phases after one
+     * phase of warm-up.
+     */
+    private def hitRatio(): Seq[Result] = {
+      val pattern = new KeyPattern.Flip369(s.ops)
+      val keys = 2 * pattern.half
+      val rounds4 = 4 * ((s.batches + 3) / 4)
+      val spark = Seq(BenchProviders.Hdfs, BenchProviders.Rocksdb).map(n => new Subject(n, BenchProviders.newRoot(), Map.empty))
+      try {
+        spark.foreach(preload(_, keys))
+        val perCapacity = Seq(1.0 / 0.9, 0.5 / 0.9, 0.25).map { share =>
+          val entries = (share * keys).toLong
+          val sub = new Subject(s"spillstore (maxHeapEntries=$entries)", BenchProviders.newRoot(),
+            Map("maxHeapEntries" -> entries.toString))
+          try {
+            preload(sub, keys)
+            rounds("", sub +: spark, 4 + rounds4, s.ops, warmup = 4)(rmwRound(pattern, s.ops))
+          } finally sub.close()
+        }
+        val spillstore = perCapacity.map(_.head)
+        val others = spark.map(sub => Result("", sub.name, s.ops,
+          perCapacity.flatMap(_.find(_.provider == sub.name)).flatMap(_.samples).toIndexedSeq))
+        (spillstore ++ others).map(_.copy(scenario = f"get+put, ${pattern.name}, $keys%,d keys"))
+      } finally spark.foreach(_.close())
+    }
+
+    /**
+     * Heap bytes per entry: the growth of the heap used after full GCs, from before opening a
+     * provider to after it committed `keys` one-long entries, divided by `keys`. RocksDB holds
+     * its entries off heap; its figure shows what it keeps on heap.
+     */
+    private def heapBytes(keys: Int): Seq[Result] = BenchProviders.All.map { name =>
+      val before = usedHeapAfterGc()
+      val sub = new Subject(name, BenchProviders.newRoot(), Map.empty)
+      try {
+        val estimate = customMetric(preload(sub, keys), "spillstoreHeapBytes").toDouble / keys
+        val measured = (usedHeapAfterGc() - before).toDouble / keys
+        Result(f"heap bytes per one-long entry, ${keys}%,d keys", name, keys, IndexedSeq.empty,
+          Map("bytes/entry" -> measured) ++ (if (estimate > 0) Map("estimate" -> estimate) else Map.empty))
+      } finally sub.close()
+    }
+
+    /** Uniform get+put at `keys` entries, to compare commit latency with the main size. */
+    private def atScale(keys: Int): Seq[Result] = {
+      val subjects = BenchProviders.All.map(n => new Subject(n, BenchProviders.newRoot(), Map.empty))
+      try {
+        subjects.foreach(preload(_, keys))
+        rounds(f"get+put, uniform, $keys%,d keys", subjects, s.batches, s.ops)(rmwRound(new KeyPattern.Uniform(keys, 7), s.ops))
+      } finally subjects.foreach(_.close())
+    }
   }
 }
