@@ -116,7 +116,7 @@ final class HeapTier(listener: HeapTier.Listener = HeapTier.NoListener) {
       e.flags = 0
       i += 1
     }
-    changes.clear()
+    resetChanges()
   }
 
   /** Restores the committed state from before the open batch. */
@@ -129,8 +129,13 @@ final class HeapTier(listener: HeapTier.Listener = HeapTier.NoListener) {
       e.flags = 0
       i -= 1
     }
-    changes.clear()
+    resetChanges()
   }
+
+  // A big batch (a preload, a recovery) must not leave a change-list array as large as the
+  // state behind for good: 4 bytes an entry, the per-entry cost a heap tier is measured by.
+  private def resetChanges(): Unit =
+    if (changes.size > ChangeListKeep) changes.clearAndShrink(ChangeListKeep) else changes.clear()
 
   /** Adds a committed entry outside any batch (recovery, promotion). */
   def insertCommitted(hash: Int, key: Array[Byte], value: Array[Byte], cold: Byte): Entry = {
@@ -286,6 +291,7 @@ final class HeapTier(listener: HeapTier.Listener = HeapTier.NoListener) {
 
 object HeapTier {
   private val InitialCapacity = 64
+  private val ChangeListKeep = 4096
 
   /** Seam for structures that follow the table's membership (the prefix index). */
   trait Listener {
