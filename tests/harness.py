@@ -124,9 +124,10 @@ assert all(len(batches) == NUM_BATCHES for _, batches in SOURCES.values())
 _MTIME_BASE = 1_700_000_000
 
 
-def write_input(input_dir: Path, source: str, batches: range) -> None:
-    """Write the given batches of ``source`` as one JSON-lines file each into ``input_dir``."""
-    schema, data = SOURCES[source]
+def write_batches(input_dir: Path, schema: str, data: Sequence[Sequence[tuple[Any, ...]]],
+                  batches: range) -> None:
+    """Write ``data[i]`` for each ``i`` in ``batches`` as the JSON-lines file ``part-<i>`` in
+    ``input_dir``, its columns named by ``schema`` (a DDL string), its mtime ordered by ``i``."""
     columns = [c.split()[0] for c in schema.split(",")]
     input_dir.mkdir(parents=True, exist_ok=True)
     for i in batches:
@@ -137,6 +138,12 @@ def write_input(input_dir: Path, source: str, batches: range) -> None:
                 f.write(json.dumps(dict(zip(columns, row, strict=True))) + "\n")
         os.utime(tmp, (_MTIME_BASE + 10 * i, _MTIME_BASE + 10 * i))
         os.replace(tmp, path)  # the file source ignores names starting with '.'
+
+
+def write_input(input_dir: Path, source: str, batches: range) -> None:
+    """Write the given batches of ``source`` as one JSON-lines file each into ``input_dir``."""
+    schema, data = SOURCES[source]
+    write_batches(input_dir, schema, data, batches)
 
 
 def write_inputs(workdir: Path, sources: Sequence[str], batches: range) -> dict[str, Path]:
@@ -309,7 +316,9 @@ def canonical(row: Any) -> str:
 _CRASH = "injected crash after the state commit of batch"
 
 
-def _batch_writer(output_dir: Path, crash_at: int | None) -> Callable[[Any, int], None]:
+def batch_writer(output_dir: Path, crash_at: int | None = None) -> Callable[[Any, int], None]:
+    """A ``foreachBatch`` function writing each batch's rows (sorted, canonical JSON) to
+    ``<output_dir>/<batch id>.json``; with ``crash_at``, it fails that batch instead."""
     def write(batch_df: Any, batch_id: int) -> None:
         # collect() runs the stateful tasks: when it returns, the batch's state is committed.
         rows = sorted(canonical(r) for r in batch_df.collect())
@@ -364,7 +373,7 @@ def run_query(
         df = spec.build(streams(spark, {s: input_dirs[s] for s in spec.sources}))
         handle = (
             df.writeStream.outputMode(spec.output_mode)
-            .foreachBatch(_batch_writer(output_dir, crash_at))
+            .foreachBatch(batch_writer(output_dir, crash_at))
             .option("checkpointLocation", str(checkpoint))
             .trigger(availableNow=True)
             .start()
@@ -394,6 +403,26 @@ def run_query(
             spark.conf.unset(PROVIDER_CONF)
         else:
             spark.conf.set(PROVIDER_CONF, previous)
+
+
+def descendants(pid: int) -> list[int]:
+    """Every process below ``pid`` (the JVM PySpark starts is a child of its Python driver;
+    local-cluster executors are children of that JVM)."""
+    children: dict[int, list[int]] = {}
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                stat = Path(f"/proc/{entry}/stat").read_text()
+            except OSError:
+                continue
+            ppid = int(stat.rsplit(")", 1)[1].split()[1])
+            children.setdefault(ppid, []).append(int(entry))
+    out, todo = [], [pid]
+    while todo:
+        for child in children.get(todo.pop(), []):
+            out.append(child)
+            todo.append(child)
+    return out
 
 
 def read_outputs(output_dir: Path) -> Outputs:

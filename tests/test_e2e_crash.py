@@ -25,25 +25,6 @@ WORKER = Path(__file__).with_name("restart_worker.py")
 TRIALS = [("agg_update_window", 1, 1), ("join_left_outer", 2, 2), ("session_window", 3, 3)]
 
 
-def _descendants(pid: int) -> list[int]:
-    """Every process below ``pid`` (the JVM PySpark starts is a child of the driver)."""
-    children: dict[int, list[int]] = {}
-    for entry in os.listdir("/proc"):
-        if entry.isdigit():
-            try:
-                stat = Path(f"/proc/{entry}/stat").read_text()
-            except OSError:
-                continue
-            ppid = int(stat.rsplit(")", 1)[1].split()[1])
-            children.setdefault(ppid, []).append(int(entry))
-    out, todo = [], [pid]
-    while todo:
-        for child in children.get(todo.pop(), []):
-            out.append(child)
-            todo.append(child)
-    return out
-
-
 def _committed(checkpoint: Path) -> list[int]:
     """Committed batches so far (none before the query creates its commit log)."""
     return harness.committed_batches(checkpoint) if (checkpoint / "commits").is_dir() else []
@@ -69,7 +50,7 @@ def test_kill9_mid_stream_then_restart(
             assert time.monotonic() < deadline, "no progress"
             time.sleep(0.05)
         time.sleep(rnd.uniform(0, 0.5))  # somewhere into the next batch
-        victims = _descendants(worker.pid)
+        victims = harness.descendants(worker.pid)
         for pid in victims:  # the JVM first: no shutdown hook, no clean close
             os.kill(pid, signal.SIGKILL)
         worker.send_signal(signal.SIGKILL)

@@ -1,0 +1,300 @@
+"""Stateful streaming queries on ``local-cluster[2,1,1024]`` (two executor JVMs), one executor
+SIGKILLed in the middle of a batch of each; the queries carry on without a restart.
+
+    python tests/heavy/executor_loss_job.py SPEC.json
+
+SPEC.json: ``{"workdir", "budget" (a spillstore memoryBudget, or null for the default),
+"trials": [{"shape", "seed"}]}``. Every trial writes its input (``input_batches(seed)``) into
+``<workdir>/<i>/input``, runs its query with ``availableNow`` and ``maxFilesPerTrigger=1``
+(file i is batch i), kills one executor once at least ``kill_after`` batches are committed
+and a job of the next one is running, and writes each batch's rows to ``<workdir>/<i>/output``
+(``harness.batch_writer``). The last stdout line is a JSON report of the kills: which
+executor and process, what Spark recorded about it, and the cold-tier directories on disk.
+The test (test_executor_loss.py) compares the outputs with ``expected_outputs``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import signal
+import sys
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests/, for harness
+import harness  # noqa: E402
+
+import spillstore  # noqa: E402
+
+SCHEMA = "id LONG, key STRING, value LONG"
+FILES = 7
+ROWS_PER_FILE = 10_000
+IDS = 30_000  # drawn with repetition: about a third of a batch's ids were seen before
+KEYS = 3_000
+SHAPES = ("agg", "dedup_agg")
+EXECUTOR_CLASS = "org.apache.spark.executor.CoarseGrainedExecutorBackend"
+
+
+def input_batches(seed: int) -> list[list[tuple[int, str, int]]]:
+    """FILES batches of rows (id, key, value); key and value are functions of id, so the
+    duplicates of an id are identical rows and dropDuplicates(id) keeps the same row whichever
+    one it sees first."""
+    rnd = random.Random(seed)
+    return [
+        [(i, f"k{i % KEYS}", i % 97) for i in (rnd.randrange(IDS) for _ in range(ROWS_PER_FILE))]
+        for _ in range(FILES)
+    ]
+
+
+def expected_outputs(shape: str, batches: list[list[tuple[int, str, int]]]) -> harness.Outputs:
+    """What each batch of the update-mode query outputs, computed in plain Python: every key
+    the batch changed, with its count and sum over all batches so far (after dropping ids seen
+    before, for ``dedup_agg``)."""
+    assert shape in SHAPES
+    state: dict[str, list[int]] = {}
+    seen: set[int] = set()
+    out: harness.Outputs = {}
+    for b, rows in enumerate(batches):
+        touched = set()
+        for i, key, value in rows:
+            if shape == "dedup_agg":
+                if i in seen:
+                    continue
+                seen.add(i)
+            n_total = state.setdefault(key, [0, 0])
+            n_total[0] += 1
+            n_total[1] += value
+            touched.add(key)
+        out[b] = sorted(
+            json.dumps({"key": k, "n": state[k][0], "total": state[k][1]}, sort_keys=True)
+            for k in touched
+        )
+    return out
+
+
+def query(spark: Any, shape: str, input_dir: Path) -> Any:
+    from pyspark.sql import functions as F
+
+    df = spark.readStream.schema(SCHEMA).option("maxFilesPerTrigger", 1).json(str(input_dir))
+    if shape == "dedup_agg":
+        df = df.dropDuplicates(["id"])  # no watermark: the dedup state only grows
+    return df.groupBy("key").agg(F.count("*").alias("n"), F.sum("value").alias("total"))
+
+
+# --------------------------------------------------------------------------------------------
+# The executors of this application and what Spark knows about them
+
+
+def executor_processes(app_id: str) -> dict[str, int]:
+    """Executor id -> pid of the executor JVMs below this process (the driver JVM launches
+    them in local-cluster mode) that belong to application ``app_id``."""
+    found = {}
+    for pid in harness.descendants(os.getpid()):
+        try:
+            args = Path(f"/proc/{pid}/cmdline").read_bytes().decode().split("\0")
+        except OSError:
+            continue
+        if EXECUTOR_CLASS in args and args[args.index("--app-id") + 1] == app_id:
+            found[args[args.index("--executor-id") + 1]] = pid
+    return found
+
+
+def spark_executors(spark: Any) -> dict[str, dict[str, Any]]:
+    """Every executor the application ever had (from Spark's status store), driver excluded."""
+    seq = spark.sparkContext._jsc.sc().statusStore().executorList(False)
+    out = {}
+    for n in range(seq.size()):
+        e = seq.apply(n)
+        if e.id() == "driver":
+            continue
+        reason = e.removeReason()
+        out[e.id()] = {
+            "active": e.isActive(),
+            "remove_reason": reason.get() if reason.isDefined() else None,
+            "active_tasks": e.activeTasks(),
+            "failed_tasks": e.failedTasks(),
+            "completed_tasks": e.completedTasks(),
+        }
+    return out
+
+
+def wait_for_executors(spark: Any, count: int, timeout_s: float = 120) -> None:
+    app_id = spark.sparkContext.applicationId
+    deadline = time.monotonic() + timeout_s
+    while True:
+        active = [k for k, e in spark_executors(spark).items() if e["active"]]
+        if len(active) >= count and len(executor_processes(app_id)) >= count:
+            return
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"{len(active)} of {count} executors after {timeout_s} s")
+        time.sleep(0.2)
+
+
+def local_roots(pid: int, local_dir: Path) -> list[str]:
+    """The executor's own local directories (``spark-<uuid>`` under the worker's app dir,
+    deleted by a shutdown hook) that its open files are in."""
+    roots = set()
+    for fd in Path(f"/proc/{pid}/fd").iterdir():
+        try:
+            target = Path(os.readlink(fd))
+        except OSError:
+            continue
+        if target.is_relative_to(local_dir):
+            # <local dir>/spark-<driver>/executor-<app dir>/spark-<this executor>/...
+            roots.update(str(p) for p in target.parents
+                         if p.name.startswith("spark-") and p.parent.name.startswith("executor-"))
+    return sorted(roots)
+
+
+def cold_dirs(local_dir: Path) -> list[str]:
+    return sorted(str(p) for p in local_dir.rglob("spillstore-*") if p.is_dir())
+
+
+def du(path: str) -> int:
+    return sum(f.stat().st_size for f in Path(path).rglob("*") if f.is_file())
+
+
+# --------------------------------------------------------------------------------------------
+# A trial
+
+
+def killer(spark: Any, checkpoint: Path, local_dir: Path, rnd: random.Random,
+           report: dict[str, Any], stop: threading.Event) -> None:
+    """Once ``report['kill_after']`` batches are committed and a job runs, wait a seeded
+    moment into it and SIGKILL a seeded one of the executors."""
+    sc = spark.sparkContext
+    tracker = sc.statusTracker()
+    while not stop.is_set():
+        done = (harness.committed_batches(checkpoint)
+                if (checkpoint / "commits").is_dir() else [])
+        if len(done) >= report["kill_after"] and tracker.getActiveJobsIds():
+            break
+        time.sleep(0.01)
+    else:
+        return
+    time.sleep(report["delay_s"])
+    procs = executor_processes(sc.applicationId)
+    # An executor running a task if there is one (Spark's view may lag by ~100 ms), so the
+    # kill loses a task in flight as well as the stores and shuffle files the executor holds.
+    busy = [e for e, s in spark_executors(spark).items() if s["active_tasks"] and e in procs]
+    candidates = sorted(busy or procs)
+    victim = candidates[rnd.randrange(len(candidates))]
+    pid = procs[victim]
+    report["victim_was_busy"] = victim in busy
+    report["local_roots"] = local_roots(pid, local_dir)
+    report["job_active_at_kill"] = bool(tracker.getActiveJobsIds())
+    report["committed_at_kill"] = harness.committed_batches(checkpoint)
+    os.kill(pid, signal.SIGKILL)
+    report.update(victim=victim, pid=pid, killed_at=time.time())
+
+
+def run_trial(spark: Any, trial_dir: Path, shape: str, seed: int, local_dir: Path
+              ) -> dict[str, Any]:
+    rnd = random.Random(seed)
+    input_dir, checkpoint, output = (trial_dir / d for d in ("input", "checkpoint", "output"))
+    harness.write_batches(input_dir, SCHEMA, input_batches(seed), range(FILES))
+    output.mkdir(parents=True)
+    report: dict[str, Any] = {
+        "shape": shape, "seed": seed, "kill_after": rnd.randint(1, FILES - 3),
+        "delay_s": round(rnd.uniform(0, 0.4), 3),
+        "executors_before": sorted(executor_processes(spark.sparkContext.applicationId)),
+    }
+    stop = threading.Event()
+    thread = threading.Thread(target=killer, args=(spark, checkpoint, local_dir, rnd, report, stop))
+    started = time.monotonic()
+    handle = (
+        query(spark, shape, input_dir).writeStream.outputMode("update")
+        .foreachBatch(harness.batch_writer(output))
+        .option("checkpointLocation", str(checkpoint))
+        .trigger(availableNow=True)
+        .start()
+    )
+    thread.start()
+    error = None
+    try:
+        if not handle.awaitTermination(harness.QUERY_TIMEOUT_S):
+            error = f"not finished after {harness.QUERY_TIMEOUT_S} s"
+    except Exception as e:  # StreamingQueryException
+        error = str(e)[:4000]
+    finally:
+        stop.set()
+        thread.join()
+        if handle.isActive:
+            handle.stop()
+    report["query_s"] = round(time.monotonic() - started, 1)
+    report["error"] = error
+    report["batches"] = [p["batchId"] for p in handle.recentProgress]
+    report["batch_ms"] = [p["durationMs"]["triggerExecution"] for p in handle.recentProgress]
+    report["committed"] = harness.committed_batches(checkpoint)
+    report["cold_entries_max"] = max(
+        (sum(op.cold_entries or 0 for op in spillstore.operator_metrics(p))
+         for p in handle.recentProgress), default=0)
+    if "pid" in report:
+        report["pid_gone"] = _gone(report["pid"])
+        wait_for_executors(spark, 2)  # the worker starts a replacement; the next trial needs it
+        report["replaced_after_s"] = round(time.time() - report["killed_at"], 1)
+    report["spark_executors"] = spark_executors(spark)
+    report["executors_after"] = sorted(executor_processes(spark.sparkContext.applicationId))
+    report["cold_dirs"] = cold_dirs(local_dir)
+    # What the dead executor left on disk: its local root, with its cold tiers, until the
+    # worker deletes the application's directories when the application ends.
+    report["victim_roots_left"] = {r: {"bytes": du(r), "cold_dirs": len(cold_dirs(Path(r)))}
+                                   for r in report.get("local_roots", []) if Path(r).exists()}
+    return report
+
+
+def _gone(pid: int, timeout_s: float = 30) -> bool:
+    """The process no longer runs (reaped, or a zombie its parent has not reaped yet)."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        try:
+            state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+        except OSError:
+            return True
+        if state in ("Z", "X"):
+            return True
+        time.sleep(0.1)
+    return False
+
+
+def main(spec_file: str) -> int:
+    from pyspark.sql import SparkSession
+
+    spec = json.loads(Path(spec_file).read_text())
+    workdir = Path(spec["workdir"])
+    local_dir = workdir / "local"
+    options = {} if spec["budget"] is None else {"memoryBudget": spec["budget"]}
+    builder = (
+        SparkSession.builder.master("local-cluster[2,1,1024]")
+        .appName("spillstore-executor-loss")
+        .config("spark.executor.memory", "512m")
+        .config("spark.driver.memory", "1g")
+        .config("spark.sql.shuffle.partitions", "4")
+        .config("spark.default.parallelism", "4")
+        .config("spark.local.dir", str(local_dir))
+        # A fetch from the dead executor fails at once instead of after 3 retries 5 s apart.
+        .config("spark.shuffle.io.maxRetries", "0")
+        .config("spark.ui.enabled", "false")
+        .config("spark.ui.showConsoleProgress", "false")
+    )
+    spark = spillstore.configure(builder, **options).getOrCreate()
+    spark.sparkContext.setLogLevel("ERROR")
+    reports = []
+    try:
+        wait_for_executors(spark, 2)
+        for n, trial in enumerate(spec["trials"]):
+            report = run_trial(spark, workdir / str(n), trial["shape"], trial["seed"], local_dir)
+            print(json.dumps(report), file=sys.stderr, flush=True)
+            reports.append(report)
+    finally:
+        spark.stop()
+    print(json.dumps({"trials": reports}))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1]))
