@@ -76,18 +76,25 @@ def _skewed_key(keys: int) -> Any:
     return (F.floor(F.pow(F.lit(float(keys + 1)), uniform)) - 1).cast("long")
 
 
-def _demo(args: argparse.Namespace) -> int:
+def _local_builder(app_name: str) -> Any:
+    """A ``SparkSession.Builder`` for ``local[2]`` with 4 shuffle partitions and no UI: the
+    session of the demo and of each benchmark run."""
     from pyspark.sql import SparkSession
-    from pyspark.sql import functions as F
 
-    builder = (
+    return (
         SparkSession.builder.master("local[2]")
-        .appName("spillstore-demo")
+        .appName(app_name)
         .config("spark.ui.enabled", "false")
         .config("spark.sql.shuffle.partitions", "4")
         .config("spark.sql.session.timeZone", "UTC")
         .config("spark.ui.showConsoleProgress", "false")
     )
+
+
+def _demo(args: argparse.Namespace) -> int:
+    from pyspark.sql import functions as F
+
+    builder = _local_builder("spillstore-demo")
     if args.provider == "spillstore":
         try:
             configure(builder, **dict(args.option))
