@@ -1,4 +1,5 @@
-"""Command line: ``python -m spillstore demo``.
+"""Command line: ``python -m spillstore demo`` and ``python -m spillstore bench``
+(:mod:`spillstore.bench`).
 
 The demo starts a local Spark session configured through :func:`spillstore.configure`, runs a
 streaming count + sum per key over a skewed generated stream for a fixed number of
@@ -258,6 +259,9 @@ def _parser() -> argparse.ArgumentParser:
                       help="a spillstore option, e.g. --option memoryBudgetFraction=0.3 "
                       "(repeatable)")
     demo.set_defaults(run=_demo)
+    from .bench import add_parser as add_bench  # bench imports this module's helpers
+
+    add_bench(commands)
     return parser
 
 
