@@ -74,8 +74,8 @@ class Preset:
 PRESETS = {
     p.name: p
     for p in (
-        Preset("small", keys=1_000_000, rows_per_batch=200_000, batches=10, driver_memory="1g"),
-        Preset("skewed", keys=1_000_000, rows_per_batch=200_000, batches=10, driver_memory="1g",
+        Preset("small", keys=1_000_000, rows_per_batch=200_000, batches=8, driver_memory="1g"),
+        Preset("skewed", keys=1_000_000, rows_per_batch=200_000, batches=8, driver_memory="1g",
                skewed=True),
         Preset("large", keys=25_000_000, rows_per_batch=1_000_000, batches=25,
                driver_memory="1g"),
@@ -300,6 +300,7 @@ def plot(summaries: Sequence[Summary], path: str) -> None:
     preset, into ``path`` (PNG); a provider with failed runs gets ``n/m failed`` over its bar
     (a bar of height 0 when none completed). Needs matplotlib (``spillstore[bench]``)."""
     from matplotlib.figure import Figure
+    from matplotlib.ticker import StrMethodFormatter
 
     presets = list(dict.fromkeys(s.preset for s in summaries))
     providers = list(dict.fromkeys(s.provider for s in summaries))
@@ -323,6 +324,7 @@ def plot(summaries: Sequence[Summary], path: str) -> None:
                         va="bottom", color="firebrick", fontsize=8)
     ax.set_xticks(range(len(presets)), presets)
     ax.set_ylim(0, top * 1.35)
+    ax.yaxis.set_major_formatter(StrMethodFormatter("{x:,.0f}"))
     ax.set_ylabel("records/s (median; bars: min–max)")
     ax.set_title("spillstore bench: streaming count + sum per key, local[2]")
     ax.legend()
