@@ -68,6 +68,7 @@ def test_summary_is_medians_of_completed_runs_and_lists_failures() -> None:
     assert spill.state_rows == (999, 1000)
     assert (hdfs.ok, hdfs.failed, hdfs.records_per_s) == (1, 1, 80.0)
     assert hdfs.failures == ("rep 2: OOM: java.lang.OutOfMemoryError: Java heap space",)
+    assert "999–1,000" in format_report(PRESETS["small"], [spill]).splitlines()[2]
 
 
 def test_report_compares_with_spillstore_and_prints_failures() -> None:

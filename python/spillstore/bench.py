@@ -28,7 +28,7 @@ from dataclasses import asdict, dataclass, replace
 from typing import Any
 
 from ._config import jar_path, option_key
-from .cli import _PROVIDERS, _parse_option, _positive_int
+from .cli import _PROVIDERS, _parse_option, _positive_float, _positive_int
 
 __all__ = [
     "PRESETS",
@@ -281,11 +281,9 @@ def format_report(preset: Preset, summaries: Sequence[Summary]) -> str:
             f"{_num(s.records_per_s)} ({_num(s.records_min)}–{_num(s.records_max)})")
         ratio = (f"{s.records_per_s / base.records_per_s:.2f}x"
                  if base and base.records_per_s and s.records_per_s is not None else "-")
-        state = "–".join(f"{n:,}" for n in (s.state_rows[0], s.state_rows[-1])
-                         ) if len(s.state_rows) > 1 else (
-            f"{s.state_rows[0]:,}" if s.state_rows else "-")
+        state = "–".join(dict.fromkeys(f"{n:,}" for n in s.state_rows[:1] + s.state_rows[-1:]))
         rows.append([s.provider, f"{s.ok}/{s.failed}", rate, ratio, _num(s.commit_ms),
-                     _num(s.gc_s, 1), _num(s.peak_rss_mb), state])
+                     _num(s.gc_s, 1), _num(s.peak_rss_mb), state or "-"])
     widths = [max(len(row[i]) for row in rows) for i in range(len(header))]
     lines = [preset.describe()]
     for row in rows:
@@ -340,13 +338,6 @@ def _providers(text: str) -> list[str]:
     return list(dict.fromkeys(names))
 
 
-def _timeout(text: str) -> float:
-    value = float(text)
-    if value <= 0:
-        raise argparse.ArgumentTypeError(f"must be positive, got {value}")
-    return value
-
-
 def add_parser(commands: Any) -> None:
     """Add the ``bench`` subcommand to the subparsers of ``python -m spillstore``."""
     bench = commands.add_parser(
@@ -371,7 +362,7 @@ def add_parser(commands: Any) -> None:
     bench.add_argument("--option", type=_parse_option, action="append", default=[],
                        metavar="NAME=VALUE",
                        help="a spillstore option for its runs (repeatable)")
-    bench.add_argument("--timeout", type=_timeout, default=1200.0, metavar="SECONDS",
+    bench.add_argument("--timeout", type=_positive_float, default=1200.0, metavar="SECONDS",
                        help="per run; a run past it is killed and counted as failed "
                        "(default: %(default)g)")
     bench.add_argument("--json", metavar="FILE", help="write every run's raw results here")
