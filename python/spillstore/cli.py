@@ -1,4 +1,5 @@
-"""Command line: ``python -m spillstore demo``.
+"""Command line: ``python -m spillstore demo`` and ``python -m spillstore bench``
+(:mod:`spillstore.bench`).
 
 The demo starts a local Spark session configured through :func:`spillstore.configure`, runs a
 streaming count + sum per key over a skewed generated stream for a fixed number of
@@ -76,18 +77,25 @@ def _skewed_key(keys: int) -> Any:
     return (F.floor(F.pow(F.lit(float(keys + 1)), uniform)) - 1).cast("long")
 
 
-def _demo(args: argparse.Namespace) -> int:
+def _local_builder(app_name: str) -> Any:
+    """A ``SparkSession.Builder`` for ``local[2]`` with 4 shuffle partitions and no UI: the
+    session of the demo and of each benchmark run."""
     from pyspark.sql import SparkSession
-    from pyspark.sql import functions as F
 
-    builder = (
+    return (
         SparkSession.builder.master("local[2]")
-        .appName("spillstore-demo")
+        .appName(app_name)
         .config("spark.ui.enabled", "false")
         .config("spark.sql.shuffle.partitions", "4")
         .config("spark.sql.session.timeZone", "UTC")
         .config("spark.ui.showConsoleProgress", "false")
     )
+
+
+def _demo(args: argparse.Namespace) -> int:
+    from pyspark.sql import functions as F
+
+    builder = _local_builder("spillstore-demo")
     if args.provider == "spillstore":
         try:
             configure(builder, **dict(args.option))
@@ -251,6 +259,9 @@ def _parser() -> argparse.ArgumentParser:
                       help="a spillstore option, e.g. --option memoryBudgetFraction=0.3 "
                       "(repeatable)")
     demo.set_defaults(run=_demo)
+    from .bench import add_parser as add_bench  # bench imports this module's helpers
+
+    add_bench(commands)
     return parser
 
 

@@ -1,0 +1,114 @@
+"""One run of ``python -m spillstore bench`` in a process of its own:
+``python -m spillstore._bench_worker SPEC``, SPEC being the JSON :mod:`spillstore.bench`
+passes (preset, provider, spillstore options, work directory, timeout).
+
+It starts a local Spark with the preset's driver memory and the provider, runs the streaming
+count + sum per key for the warm-up and measured batches (printing the demo's line per batch),
+and prints, as its last line, the measurements as JSON (:class:`spillstore.bench.RunResult`'s
+fields). A failure exits non-zero with the reason on stderr.
+"""
+
+from __future__ import annotations
+
+import json
+import statistics
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from ._config import PROVIDER_CLASS_CONF, configure
+from .bench import WARMUP_BATCHES, Preset
+from .cli import _PROVIDERS, _follow, _local_builder, _skewed_key
+
+_SPARK_PROVIDER_CONFS = {
+    "rocksdb": {
+        "spark.sql.streaming.stateStore.rocksdb.trackTotalNumberOfRows": "false",
+        "spark.sql.streaming.stateStore.rocksdb.changelogCheckpointing.enabled": "true",
+    },
+}
+"""RocksDB's fastest settings for this workload: no row count kept up to date (a read before
+each write), changelog checkpoints instead of uploading files at every commit."""
+
+
+def _peak_rss_mb(pid: int) -> float | None:
+    """``VmHWM`` of a Linux process in MiB; ``None`` where /proc has no such line."""
+    try:
+        status = Path(f"/proc/{pid}/status").read_text()
+    except OSError:
+        return None
+    for line in status.splitlines():
+        if line.startswith("VmHWM:"):
+            return round(int(line.split()[1]) / 1024, 1)
+    return None
+
+
+def _measure(spark: Any, preset: Preset, checkpoint: str, timeout_s: float
+             ) -> dict[str, Any] | None:
+    """Run the query for the warm-up and measured batches; ``None`` if it failed."""
+    from pyspark.sql import functions as F
+
+    stream = (spark.readStream.format("rate-micro-batch")
+              .option("rowsPerBatch", preset.rows_per_batch)
+              .option("numPartitions", 2)
+              .load())
+    key = _skewed_key(preset.keys) if preset.skewed else F.col("value") % F.lit(preset.keys)
+    counts = (stream.select(key.alias("key"), "value").groupBy("key")
+              .agg(F.count("*").alias("count"), F.sum("value").alias("sum")))
+    query = (counts.writeStream.queryName("spillstore_bench").outputMode("update")
+             .format("noop").option("checkpointLocation", checkpoint).start())
+    try:
+        progresses = _follow(query, WARMUP_BATCHES + preset.batches, timeout_s)
+        if progresses is None:
+            return None
+        jvm = spark._jvm
+        gc_ms = sum(max(0, bean.getCollectionTime()) for bean in
+                    jvm.java.lang.management.ManagementFactory.getGarbageCollectorMXBeans())
+        peak_rss_mb = _peak_rss_mb(jvm.java.lang.ProcessHandle.current().pid())
+    finally:
+        # Stopping interrupts the batch in flight, which Spark logs as errors: not news.
+        spark.sparkContext.setLogLevel("OFF")
+        query.stop()
+        spark.sparkContext.setLogLevel("ERROR")
+    measured: Sequence[dict[str, Any]] = progresses[WARMUP_BATCHES:]
+    rows = sum(p["numInputRows"] for p in measured)
+    busy_ms = sum(p["durationMs"]["triggerExecution"] for p in measured)
+    return {
+        "records_per_s": round(rows / (busy_ms / 1000), 1),
+        "commit_ms": statistics.median(p["stateOperators"][0]["commitTimeMs"] for p in measured),
+        "gc_s": round(gc_ms / 1000, 2),
+        "peak_rss_mb": peak_rss_mb,
+        # RocksDB does not count rows with trackTotalNumberOfRows=false: count them all alike.
+        "state_rows": spark.read.format("statestore").load(checkpoint).count(),
+    }
+
+
+def main(argv: Sequence[str]) -> int:
+    """Run the benchmark run described by ``argv[0]`` (JSON); returns the exit code."""
+    spec = json.loads(argv[0])
+    preset = Preset(**spec["preset"])
+    provider: str = spec["provider"]
+    workdir = Path(spec["workdir"])
+    builder = (_local_builder(f"spillstore-bench-{provider}")
+               .config("spark.driver.memory", preset.driver_memory)
+               .config("spark.local.dir", str(workdir / "local")))
+    if provider == "spillstore":
+        configure(builder, **spec["options"])
+    else:
+        builder.config(PROVIDER_CLASS_CONF, _PROVIDERS[provider])
+        for key, value in _SPARK_PROVIDER_CONFS.get(provider, {}).items():
+            builder.config(key, value)
+    spark = builder.getOrCreate()
+    spark.sparkContext.setLogLevel("ERROR")
+    try:
+        result = _measure(spark, preset, str(workdir / "checkpoint"), spec["timeout_s"])
+    finally:
+        spark.stop()
+    if result is None:
+        return 1
+    print(json.dumps(result), flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -1,0 +1,37 @@
+"""``python -m spillstore bench`` for real at a tiny size: one run of each provider, each in
+its own JVM, with the raw results and the chart written."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+PROVIDERS = ("spillstore", "hdfs", "rocksdb")
+KEYS = 2000
+
+
+def test_bench_runs_every_provider_and_writes_json_and_plot(tmp_path: Path) -> None:
+    raw, chart = tmp_path / "runs.json", tmp_path / "bench.png"
+    # 1 warm-up + 2 measured batches of 1000 rows: value % 2000 fills all 2000 keys.
+    bench = subprocess.run(
+        [sys.executable, "-m", "spillstore", "bench", "--preset", "small", "--keys", str(KEYS),
+         "--rows-per-batch", "1000", "--batches", "2", "--repetitions", "1",
+         "--timeout", "240", "--json", str(raw), "--plot", str(chart)],
+        capture_output=True, text=True, timeout=600, env=dict(os.environ, TMPDIR=str(tmp_path)))
+    assert bench.returncode == 0, bench.stdout + bench.stderr[-5000:]
+
+    runs = json.loads(raw.read_text())["runs"]
+    assert [r["provider"] for r in runs] == list(PROVIDERS)
+    for run in runs:
+        assert run["failure"] is None, run
+        assert run["records_per_s"] > 0 and run["state_rows"] == KEYS, run
+        assert run["commit_ms"] >= 0 and run["gc_s"] >= 0 and run["peak_rss_mb"] > 100, run
+
+    table = bench.stdout.splitlines()
+    assert table[0].startswith(f"small: {KEYS:,} uniform keys"), table
+    assert [line.split()[:2] for line in table[2:5]] == [[p, "1/0"] for p in PROVIDERS], table
+    assert chart.read_bytes().startswith(b"\x89PNG\r\n\x1a\n")
+    assert not list(tmp_path.glob("spillstore-bench-*")), "run directories are removed"
