@@ -7,7 +7,7 @@ JAR := target/spillstore.jar
 PKG_JAR := python/spillstore/jars/spillstore.jar
 SCALA_SRC := $(shell find jvm/src/main -name '*.scala' 2>/dev/null) build.sbt
 
-.PHONY: all venv jar demo test test-fast test-jvm test-python test-heavy bench-api clean
+.PHONY: all venv jar demo test test-fast test-jvm test-python test-heavy bench bench-api clean
 
 all: jar
 
@@ -47,6 +47,11 @@ test: test-jvm test-python test-heavy
 
 # Everything but the heavy suites, for quick iterations.
 test-fast: test-jvm test-python
+
+# End-to-end benchmark: one streaming aggregation per provider, each in its own JVM, e.g.
+#   make bench BENCH_ARGS="--preset small --preset skewed --plot docs/bench-e2e.png"
+bench: $(PKG_JAR)
+	$(PY) -m spillstore bench $(BENCH_ARGS)
 
 # StateStore-API benchmark, all scenarios at full size (docs/benchmarks.md); about 15 minutes.
 # The 10M-key scenario needs the larger heap: the default provider copies its map each batch.
