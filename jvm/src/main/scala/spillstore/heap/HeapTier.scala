@@ -34,6 +34,13 @@ final class HeapTier(listener: HeapTier.Listener = HeapTier.NoListener) {
   private var entriesInTable = 0
   /** All entries in the table, densely; commit and abort fill holes from the end. */
   private var dense = new Array[Entry](InitialCapacity)
+  /**
+   * 1 where the entry in the same slot of `dense` is pinned (changed in the open batch, or
+   * selected for eviction), mirroring `flags != 0`. The CLOCK hand skips pinned slots without
+   * touching their entries: late in a batch that misses a lot most of the heap is pinned, and
+   * a sweep through the entries themselves cost a cache miss per slot (43 % of a 50 %-hit run).
+   */
+  private var pins = new Array[Byte](InitialCapacity)
   private var liveCount = 0L
   private var byteCount = 0L
   /** Position of the CLOCK hand in `dense`. */
@@ -41,8 +48,8 @@ final class HeapTier(listener: HeapTier.Listener = HeapTier.NoListener) {
   private val changes = new ArrayBuffer[Entry]
 
   def numLiveEntries: Long = liveCount
-  /** Entries' bytes plus the two reference arrays (4 bytes a slot with compressed oops). */
-  def estimatedBytes: Long = byteCount + (table.length.toLong + dense.length) * 4
+  /** Entries' bytes, the two reference arrays (4 bytes a slot, compressed oops) and the pins. */
+  def estimatedBytes: Long = byteCount + table.length.toLong * 4 + dense.length.toLong * 5
   def numChanges: Int = changes.size
 
   /** Entries (live or tombstones) at positions [0, numSlots); see [[entryAt]]. */
@@ -111,7 +118,7 @@ final class HeapTier(listener: HeapTier.Listener = HeapTier.NoListener) {
     var i = 0
     while (i < changes.size) {
       val e = changes(i)
-      if (!e.isLive) unlink(e)
+      if (!e.isLive) unlink(e) else pins(e.slot) = 0
       e.undo = null
       e.flags = 0
       i += 1
@@ -124,7 +131,7 @@ final class HeapTier(listener: HeapTier.Listener = HeapTier.NoListener) {
     var i = changes.size - 1
     while (i >= 0) {
       val e = changes(i)
-      if (e.existed) setValue(e, e.undo) else { setValue(e, null); unlink(e) }
+      if (e.existed) { setValue(e, e.undo); pins(e.slot) = 0 } else { setValue(e, null); unlink(e) }
       e.undo = null
       e.flags = 0
       i -= 1
@@ -168,22 +175,26 @@ final class HeapTier(listener: HeapTier.Listener = HeapTier.NoListener) {
     var budget = 2 * entriesInTable
     while (budget > 0) {
       if (hand >= entriesInTable) hand = 0
-      val e = dense(hand)
+      val slot = hand
       hand += 1
       budget -= 1
-      if (e.referenced) e.referenced = false
-      else if (e.isLive && e.flags == 0) { e.flags = Entry.Selected; return e }
+      if (pins(slot) == 0) {
+        val e = dense(slot)
+        if (e.referenced) e.referenced = false
+        else if (e.isLive) { e.flags = Entry.Selected; pins(slot) = 1; return e }
+      }
     }
     null
   }
 
   /** Returns a selected victim that was not evicted after all. */
-  def unselect(e: Entry): Unit = e.flags = 0
+  def unselect(e: Entry): Unit = { e.flags = 0; pins(e.slot) = 0 }
 
   def clear(): Unit = {
     listener.cleared()
     table = new Array[Entry](InitialCapacity)
     dense = new Array[Entry](InitialCapacity)
+    pins = new Array[Byte](InitialCapacity)
     entriesInTable = 0
     liveCount = 0
     byteCount = 0
@@ -209,7 +220,7 @@ final class HeapTier(listener: HeapTier.Listener = HeapTier.NoListener) {
     val slot = hash & (table.length - 1)
     e.chainNext = table(slot)
     table(slot) = e
-    if (entriesInTable == dense.length) dense = java.util.Arrays.copyOf(dense, dense.length * 2)
+    if (entriesInTable == dense.length) resizeDense(dense.length * 2)
     e.slot = entriesInTable
     dense(entriesInTable) = e
     entriesInTable += 1
@@ -228,8 +239,10 @@ final class HeapTier(listener: HeapTier.Listener = HeapTier.NoListener) {
     entriesInTable -= 1
     val last = dense(entriesInTable)
     dense(e.slot) = last
+    pins(e.slot) = pins(entriesInTable)
     last.slot = e.slot
     dense(entriesInTable) = null
+    pins(entriesInTable) = 0
     e.slot = -1
     byteCount -= Entry.bytes(e.key, null)
     listener.unlinked(e)
@@ -245,6 +258,7 @@ final class HeapTier(listener: HeapTier.Listener = HeapTier.NoListener) {
   private def recordChange(e: Entry): Unit = if (!e.changed) {
     e.flags = if (e.isLive) (Entry.Changed | Entry.Existed).toByte else Entry.Changed
     e.undo = e.value
+    pins(e.slot) = 1
     // Conservative: after an abort the cold copy is rewritten once more than needed.
     if (e.cold == Entry.ColdClean) e.cold = Entry.ColdStale
     changes += e
@@ -264,8 +278,13 @@ final class HeapTier(listener: HeapTier.Listener = HeapTier.NoListener) {
       rehash(capacity)
     }
     if (entriesInTable * 4 < dense.length && dense.length > InitialCapacity) {
-      dense = java.util.Arrays.copyOf(dense, math.max(InitialCapacity, entriesInTable * 2))
+      resizeDense(math.max(InitialCapacity, entriesInTable * 2))
     }
+  }
+
+  private def resizeDense(capacity: Int): Unit = {
+    dense = java.util.Arrays.copyOf(dense, capacity)
+    pins = java.util.Arrays.copyOf(pins, capacity)
   }
 
   private def grow(): Unit = rehash(table.length * 2)

@@ -13,11 +13,12 @@ import spillstore.bench.BenchProviders.{customMetric, LongRow}
  * StateStore-API benchmark of spillstore against Spark's two providers, all in one JVM and
  * interleaved round by round (the order rotates each round), so that JIT, GC and machine noise
  * fall on all three alike. Every provider is driven exactly as Spark drives it on an executor:
- * getStore(v), gets and puts, commit.
+ * getStore(v), gets and puts, commit; read-only scenarios use getReadStore(v) and release.
  *
  *   make bench-api          (all scenarios at full size, -Xmx12g; about 15 minutes)
  *   bin/sbt "spillstore/Test/runMain spillstore.bench.ApiBench keys=1000000 ops=100000 \
- *     batches=12 bigKeys=10000000 scenarios=rmw,absent,iterate,delete,recovery,hit-ratio,heap-bytes,commit-scaling"
+ *     batches=12 bigKeys=10000000 scenarios=rmw,absent,iterate,delete,recovery,hit-ratio,heap-bytes,commit-scaling \
+ *     providers=spillstore,hdfs,rocksdb"
  *
  * Prints one markdown table per scenario (docs/benchmarks.md holds the measured ones).
  */
@@ -30,10 +31,12 @@ object ApiBench {
       ops: Int = 100000,
       batches: Int = 12,
       bigKeys: Int = 10000000,
-      scenarios: Seq[String] = Scenarios) {
+      scenarios: Seq[String] = Scenarios,
+      providers: Seq[String] = BenchProviders.All) {
     require(batches >= 3, "batches must be >= 3 (the first round of each scenario is warm-up)")
     require(keys >= 4 * ops, "keys must be >= 4 * ops (the delete scenario removes distinct keys)")
     scenarios.foreach(s => require(Scenarios.contains(s), s"unknown scenario $s; known: ${Scenarios.mkString(",")}"))
+    providers.foreach(p => require(BenchProviders.All.contains(p), s"unknown provider $p; known: ${BenchProviders.All.mkString(",")}"))
   }
 
   /** One measured round of one provider: load (getStore), the records, commit. */
@@ -44,10 +47,11 @@ object ApiBench {
   /** What one provider did in one scenario; `value` holds single figures (bytes per entry). */
   final case class Result(scenario: String, provider: String, opsPerRound: Long,
       samples: IndexedSeq[Sample], value: Map[String, Double] = Map.empty) {
-    private def med(f: Sample => Double): Double = { val s = samples.map(f).sorted; s(s.size / 2) }
-    def opsPerSec(f: Sample => Double): Double = opsPerRound / (med(f) / 1000)
+    /** Records per second over all rounds together: a bimodal run (FLIP-369's alternating
+     *  all-hit and all-miss batches) is not summed up by one typical round. */
+    def opsPerSec(f: Sample => Double): Double = opsPerRound * samples.size / (samples.map(f).sum / 1000)
     def rates(f: Sample => Double): Seq[Double] = samples.map(s => opsPerRound / (f(s) / 1000))
-    def median(f: Sample => Double): Double = med(f)
+    def median(f: Sample => Double): Double = { val s = samples.map(f).sorted; s(s.size / 2) }
     def hitRatio: Option[Double] = {
       val h = samples.map(_.hits).sum
       val m = samples.map(_.misses).sum
@@ -76,7 +80,8 @@ object ApiBench {
       ops = opts.get("ops").map(_.toInt).getOrElse(d.ops),
       batches = opts.get("batches").map(_.toInt).getOrElse(d.batches),
       bigKeys = opts.get("bigKeys").map(_.toInt).getOrElse(d.bigKeys),
-      scenarios = opts.get("scenarios").map(_.split(',').toSeq).getOrElse(d.scenarios))
+      scenarios = opts.get("scenarios").map(_.split(',').toSeq).getOrElse(d.scenarios),
+      providers = opts.get("providers").map(_.split(',').toSeq).getOrElse(d.providers))
     run(settings, println)
   }
 
@@ -122,7 +127,7 @@ object ApiBench {
 
     /** The scenarios that share one preloaded state of `keys` entries per provider. */
     private def sharedScenarios(report: Seq[Result] => Unit): Unit = {
-      val subjects = BenchProviders.All.map(n => new Subject(n, BenchProviders.newRoot(), Map.empty))
+      val subjects = s.providers.map(n => new Subject(n, BenchProviders.newRoot(), Map.empty))
       try {
         subjects.foreach(preload(_, s.keys))
         val want = s.scenarios.toSet
@@ -195,7 +200,7 @@ object ApiBench {
       val k = new LongRow
       (sub, r) => {
         val t0 = System.nanoTime()
-        val st = sub.provider.getStore(sub.version)
+        val st = sub.provider.getReadStore(sub.version)
         val t1 = System.nanoTime()
         var i = 0
         while (i < ops) {
@@ -203,21 +208,21 @@ object ApiBench {
           i += 1
         }
         val t2 = System.nanoTime()
-        st.abort()
+        st.release()
         Sample(ms(t0, t1), ms(t1, t2), 0)
       }
     }
 
     private def iterateRound(expected: Int): Round = (sub, _) => {
       val t0 = System.nanoTime()
-      val st = sub.provider.getStore(sub.version)
+      val st = sub.provider.getReadStore(sub.version)
       val t1 = System.nanoTime()
       var n = 0
       var sum = 0L
       val it = st.iterator()
       while (it.hasNext) { sum += it.next().value.getLong(0); n += 1 }
       val t2 = System.nanoTime()
-      st.abort()
+      st.release()
       if (n != expected) sys.error(s"${sub.name}: iterated $n entries, expected $expected")
       Sample(ms(t0, t1), ms(t1, t2), 0)
     }
@@ -271,7 +276,7 @@ object ApiBench {
       val pattern = new KeyPattern.Flip369(s.ops)
       val keys = 2 * pattern.half
       val rounds4 = 4 * ((s.batches + 3) / 4)
-      val spark = Seq(BenchProviders.Hdfs, BenchProviders.Rocksdb).map(n => new Subject(n, BenchProviders.newRoot(), Map.empty))
+      val spark = s.providers.filter(_ != BenchProviders.Spillstore).map(n => new Subject(n, BenchProviders.newRoot(), Map.empty))
       try {
         spark.foreach(preload(_, keys))
         val perCapacity = Seq(1.0 / 0.9, 0.5 / 0.9, 0.25).map { share =>
@@ -297,7 +302,7 @@ object ApiBench {
      * unused tails of the regions that hold large arrays, such as hash tables). RocksDB holds
      * its entries off heap; its figures show what it keeps on heap.
      */
-    private def heapBytes(keys: Int): Seq[Result] = BenchProviders.All.map { name =>
+    private def heapBytes(keys: Int): Seq[Result] = s.providers.map { name =>
       // A first instance pays for class loading and executor-wide singletons: not per entry.
       val warm = new Subject(name, BenchProviders.newRoot(), Map.empty)
       try preload(warm, 1000) finally warm.close()
@@ -315,7 +320,7 @@ object ApiBench {
 
     /** Uniform get+put at `keys` entries, to compare commit latency with the main size. */
     private def atScale(keys: Int): Seq[Result] = {
-      val subjects = BenchProviders.All.map(n => new Subject(n, BenchProviders.newRoot(), Map.empty))
+      val subjects = s.providers.map(n => new Subject(n, BenchProviders.newRoot(), Map.empty))
       try {
         subjects.foreach(preload(_, keys))
         rounds(f"get+put, uniform, $keys%,d keys", subjects, s.batches, s.ops)(rmwRound(new KeyPattern.Uniform(keys, 7), s.ops))

@@ -11,8 +11,8 @@ object Report {
     def medianOf(name: String) = rs.find(_.provider == name)
     val hdfs = medianOf(BenchProviders.Hdfs)
     val rocks = medianOf(BenchProviders.Rocksdb)
-    val header = Seq("provider", "records/s median (min–max)", "getStore ms", "records ms",
-      "commit ms", "batch ms", "hit ratio", "records/s ÷ hdfs", "÷ rocksdb", "batch time hdfs ÷ this")
+    val header = Seq("provider", "records/s (min–max of rounds)", "getStore ms", "records ms",
+      "commit ms", "batch ms (medians)", "hit ratio", "records/s ÷ hdfs", "÷ rocksdb", "batch time hdfs ÷ this")
     val rows = rs.map { r =>
       val rate = r.opsPerSec(_.workMs)
       val all = r.rates(_.workMs)

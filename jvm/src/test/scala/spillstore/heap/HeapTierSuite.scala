@@ -97,6 +97,24 @@ class HeapTierSuite extends AnyFunSuite {
     assert(victims.sorted === List(1L, 3L)) // each unpinned entry once, never the changed key 2
   }
 
+  test("a pin moves with its entry when a removal fills the hole from the end, and commit, abort or unselect clear it") {
+    val h = new HeapTier()
+    (1L to 4L).foreach(i => put(h, i, "x"))
+    h.commitBatch()
+    def id(e: Entry) = java.nio.ByteBuffer.wrap(e.key).getLong
+    put(h, 4, "y")                            // pins key 4, in the last slot
+    assert(id(h.entryAt(0)) === 1L)
+    h.dropCommitted(h.entryAt(0))             // unpinned key 1 goes; key 4 moves into its slot
+    assert(h.entryAt(0) != null && id(h.entryAt(0)) === 4L)
+    val more = Iterator.continually(h.nextVictim()).takeWhile(_ != null).map(id).toList
+    assert(more.sorted === List(2L, 3L))      // key 4 stays pinned in its new slot
+    (0 until h.numSlots).map(h.entryAt).filter(e => id(e) != 4L).foreach(h.unselect)
+    h.abortBatch()                            // key 4 back to "x" and unpinned
+    assert(get(h, 4) === Some("x"))
+    val after = Iterator.continually(h.nextVictim()).takeWhile(_ != null).map(id).toList
+    assert(after.sorted === List(2L, 3L, 4L))
+  }
+
   test("estimated bytes follow inserts, updates and removals") {
     val h = new HeapTier()
     val empty = h.estimatedBytes
