@@ -53,7 +53,7 @@ test-fast: test-jvm test-python
 bench: $(PKG_JAR)
 	$(PY) -m spillstore bench $(BENCH_ARGS)
 
-# StateStore-API benchmark, all scenarios at full size (docs/benchmarks.md); about 15 minutes.
+# StateStore-API benchmark, all scenarios at full size (docs/benchmarks.md); about 10 minutes.
 # The 10M-key scenario needs the larger heap: the default provider copies its map each batch.
 bench-api: $(VENV)/.installed
 	bin/sbt 'set spillstore / Test / javaOptions += "-Xmx12g"' "spillstore/Test/runMain spillstore.bench.ApiBench $(BENCH_ARGS)"

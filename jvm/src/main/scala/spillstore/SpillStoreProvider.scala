@@ -96,7 +96,7 @@ class SpillStoreProvider extends StateStoreProvider with Logging {
       stateStoreId.storeName, index, () => conf.localDir, enforceBudget, reportEvery)
     memory.register(state)
     this.recovery = new Recovery(dir)
-    this.snapshotter = new Snapshotter(dir)
+    this.snapshotter = new Snapshotter(dir, () => conf.localDir)
     this.cleaner = new Cleaner(dir)
   }
 

@@ -20,7 +20,7 @@ import spillstore.checkpoint.StateFile.Kind
  * atomically through Spark's `CheckpointFileManager` (temp file, then rename on close).
  */
 final class CheckpointDir(
-    val path: Path, hadoopConf: Configuration, codec: SpillStoreSparkBridge.Codec) extends Logging {
+    val path: Path, hadoopConf: Configuration, val codec: SpillStoreSparkBridge.Codec) extends Logging {
   private val fm = CheckpointFileManager.create(path, hadoopConf)
   @volatile private var dirCreated = false
 

@@ -1,7 +1,7 @@
 package spillstore.checkpoint
 
-import java.nio.ByteBuffer
-import java.util.{Arrays => JArrays, HashMap => JHashMap}
+import java.io.File
+import java.util.{Arrays => JArrays}
 
 import org.apache.spark.internal.Logging
 
@@ -11,9 +11,11 @@ import org.apache.spark.internal.Logging
  * thread without stopping or copying the task thread's state, and it sees spilled and heap
  * entries alike.
  *
- * Memory: the distinct keys changed since the base snapshot, held while merging.
+ * Memory: at most `maxKeysInMemory` distinct changed keys; more are squashed into sorted run
+ * files under `spillDir` (the executor's local dir) and merged (see [[SortedChanges]]).
  */
-final class Snapshotter(dir: CheckpointDir) extends Logging {
+final class Snapshotter(dir: CheckpointDir, spillDir: () => File,
+    maxKeysInMemory: Int = SortedChanges.DefaultMaxKeysInMemory) extends Logging {
 
   /**
    * Snapshots the newest committed version if at least `minDeltas` journals follow the newest
@@ -37,51 +39,36 @@ final class Snapshotter(dir: CheckpointDir) extends Logging {
       case None =>
         // A corrupt base snapshot is set aside and an older base used (see withNewestGoodBase).
         val (used, written) = dir.withNewestGoodBase(listing, version) { (base, readBase) =>
-          val changes = squashedChanges(base, version)
-          base -> dir.write(StateFile.Snapshot, version) { out =>
-            var next = 0 // first change not yet written
-            def emitChangesBefore(key: Array[Byte]): Unit = {
-              while (next < changes.length &&
-                (key == null || JArrays.compareUnsigned(changes(next)._1, key) < 0)) {
-                val (k, v) = changes(next)
-                if (v != null) out.put(k, v)
-                next += 1
-              }
-            }
-            if (base > 0) {
-              readBase { (k, v) =>
-                emitChangesBefore(k)
-                if (next < changes.length && JArrays.equals(changes(next)._1, k)) {
-                  val changed = changes(next)._2
-                  if (changed != null) out.put(k, changed)
-                  next += 1
-                } else {
-                  out.put(k, v)
+          val changes = SortedChanges.squash(dir, base, version, spillDir, maxKeysInMemory)
+          try {
+            base -> dir.write(StateFile.Snapshot, version) { out =>
+              def emitChangesBefore(key: Array[Byte]): Unit = {
+                while (changes.head != null &&
+                  (key == null || JArrays.compareUnsigned(changes.head._1, key) < 0)) {
+                  val (k, v) = changes.head
+                  if (v != null) out.put(k, v)
+                  changes.advance()
                 }
               }
+              if (base > 0) {
+                readBase { (k, v) =>
+                  emitChangesBefore(k)
+                  if (changes.head != null && JArrays.equals(changes.head._1, k)) {
+                    val changed = changes.head._2
+                    if (changed != null) out.put(k, changed)
+                    changes.advance()
+                  } else {
+                    out.put(k, v)
+                  }
+                }
+              }
+              emitChangesBefore(null)
             }
-            emitChangesBefore(null)
-          }
+          } finally changes.close()
         }
         logInfo(s"Wrote snapshot of version $version to ${dir.path} (${written.records} " +
           s"entries, ${written.bytes} bytes, from snapshot $used + ${version - used} journals)")
         Some(version)
     }
-  }
-
-  /** The final value (null = removed) of every key changed in journals (base, version]. */
-  private def squashedChanges(base: Long, version: Long): Array[(Array[Byte], Array[Byte])] = {
-    val latest = new JHashMap[ByteBuffer, Array[Byte]]()
-    var v = base + 1
-    while (v <= version) {
-      dir.read(StateFile.Journal, v) { (k, value) => latest.put(ByteBuffer.wrap(k), value) }
-      v += 1
-    }
-    val out = new Array[(Array[Byte], Array[Byte])](latest.size)
-    var i = 0
-    latest.forEach { (k, value) => out(i) = (k.array, value); i += 1 }
-    JArrays.sort(out, (a: (Array[Byte], Array[Byte]), b: (Array[Byte], Array[Byte])) =>
-      JArrays.compareUnsigned(a._1, b._1))
-    out
   }
 }

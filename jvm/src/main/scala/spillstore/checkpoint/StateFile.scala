@@ -100,7 +100,8 @@ object StateFile {
   /**
    * Reads a file written by [[Writer]]. `foreach` calls the visitor for each record (a null
    * value is a removal) and verifies the trailer before returning; a visitor that applies
-   * records as they come must be ready to discard them if it throws.
+   * records as they come must be ready to discard them if it throws. `next` pulls records one
+   * by one instead, with the same checks.
    */
   final class Reader(in: InputStream, fileLength: Long, fileName: String, expectedKind: Kind,
       expectedVersion: Long, codecFor: String => SpillStoreSparkBridge.Codec) {
@@ -120,42 +121,61 @@ object StateFile {
       case NonFatal(e) => corrupt(s"cannot decode codec '$codecName' ($e)", e)
     }
 
+    private val crc = new CRC32C
+    private val intBytes = new Array[Byte](4)
+    private var records = 0L
+    private var finished = false
+
+    /** Calls `visit` for every record, then verifies the trailer; returns the record count. */
     def foreach(visit: (Array[Byte], Array[Byte]) => Unit): Long = {
-      val crc = new CRC32C
-      val intBytes = new Array[Byte](4)
-      def updateInt(n: Int): Unit = { putInt(intBytes, 0, n); crc.update(intBytes, 0, 4) }
-      var records = 0L
-      try {
-        var keyLen = body.readInt()
-        while (keyLen >= 0) {
-          updateInt(keyLen)
-          val key = readN(keyLen, crc)
-          val valueLen = body.readInt()
-          updateInt(valueLen)
-          val value = if (valueLen < 0) null else readN(valueLen, crc)
-          visit(key, value)
-          records += 1
-          keyLen = body.readInt()
-        }
-        if (keyLen != -1) corrupt(s"bad record length $keyLen")
-        val count = body.readLong()
-        val checksum = body.readLong()
-        if (count != records) corrupt(s"trailer says $count records, read $records")
-        if (checksum != crc.getValue) corrupt("checksum mismatch")
-        if (body.read() != -1) corrupt("unexpected bytes after the trailer")
-        val footer = new DataInputStream(in)
-        val length = footer.readLong()
-        if (length != fileLength - FooterBytes || footer.readInt() != EndMagic) {
-          corrupt(s"footer does not match the file's length $fileLength (truncated or appended)")
-        }
-      } catch {
-        case e: CorruptFileException => throw e
-        case e: EOFException => corrupt("file is truncated", e)
-        case e: IOException => corrupt(s"cannot decode (${e.getMessage})", e)
-        // Some codecs report damaged input with unchecked exceptions.
-        case e: RuntimeException => corrupt(s"cannot decode ($e)", e)
-      }
+      var r = next()
+      while (r != null) { visit(r._1, r._2); r = next() }
       records
+    }
+
+    /**
+     * The next record (a null value is a removal), or null once the trailer and footer have
+     * been verified: pull-based reading for merges of several files.
+     */
+    def next(): (Array[Byte], Array[Byte]) = if (finished) null else decoding {
+      val keyLen = body.readInt()
+      if (keyLen >= 0) {
+        updateInt(keyLen)
+        val key = readN(keyLen, crc)
+        val valueLen = body.readInt()
+        updateInt(valueLen)
+        val value = if (valueLen < 0) null else readN(valueLen, crc)
+        records += 1
+        (key, value)
+      } else {
+        if (keyLen != -1) corrupt(s"bad record length $keyLen")
+        verifyEnd()
+        finished = true
+        null
+      }
+    }
+
+    private def updateInt(n: Int): Unit = { putInt(intBytes, 0, n); crc.update(intBytes, 0, 4) }
+
+    private def verifyEnd(): Unit = {
+      val count = body.readLong()
+      val checksum = body.readLong()
+      if (count != records) corrupt(s"trailer says $count records, read $records")
+      if (checksum != crc.getValue) corrupt("checksum mismatch")
+      if (body.read() != -1) corrupt("unexpected bytes after the trailer")
+      val footer = new DataInputStream(in)
+      val length = footer.readLong()
+      if (length != fileLength - FooterBytes || footer.readInt() != EndMagic) {
+        corrupt(s"footer does not match the file's length $fileLength (truncated or appended)")
+      }
+    }
+
+    private def decoding[T](read: => T): T = try read catch {
+      case e: CorruptFileException => throw e
+      case e: EOFException => corrupt("file is truncated", e)
+      case e: IOException => corrupt(s"cannot decode (${e.getMessage})", e)
+      // Some codecs report damaged input with unchecked exceptions.
+      case e: RuntimeException => corrupt(s"cannot decode ($e)", e)
     }
 
     private def readN(n: Int, crc: CRC32C): Array[Byte] = {

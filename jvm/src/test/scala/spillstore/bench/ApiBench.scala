@@ -15,7 +15,7 @@ import spillstore.bench.BenchProviders.{customMetric, LongRow}
  * fall on all three alike. Every provider is driven exactly as Spark drives it on an executor:
  * getStore(v), gets and puts, commit; read-only scenarios use getReadStore(v) and release.
  *
- *   make bench-api          (all scenarios at full size, -Xmx12g; about 15 minutes)
+ *   make bench-api          (all scenarios at full size, -Xmx12g; about 10 minutes)
  *   bin/sbt "spillstore/Test/runMain spillstore.bench.ApiBench keys=1000000 ops=100000 \
  *     batches=12 bigKeys=10000000 scenarios=rmw,absent,iterate,delete,recovery,hit-ratio,heap-bytes,commit-scaling \
  *     providers=spillstore,hdfs,rocksdb"
