@@ -161,9 +161,15 @@ class SpillStoreProvider extends StateStoreProvider with Logging {
         owner = null
       } finally writeLock.unlock()
     }
-    ensureLoaded(version)
     // A new batch starts its statistics; an upgrade continues those of its read store.
+    // Acquired before loading: a load mutates both tiers, and another store's relief round
+    // spills any state that is not busy (trySpill), which raced with recovery.
     if (newBatch) state.acquire()
+    try ensureLoaded(version) catch {
+      case e: Throwable =>
+        if (newBatch) state.release()
+        throw e
+    }
     val store = new SpillStateStore(this, version, writable, forceSnapshotOnCommit)
     // Reported once, by the store opened after the repair (loads and maintenance both repair).
     store.snapshotsRepaired = dir.takeRepairedSnapshots()

@@ -278,6 +278,45 @@ class SpillStoreProviderSuite extends AnyFunSuite {
   }
 }
 
+class RecoveryUnderPressureSuite extends AnyFunSuite {
+  import SpillStoreProviderSuite._
+
+  test("a store loading from the checkpoint is never spilled by other stores' relief rounds meanwhile") {
+    val conf = new SQLConf
+    conf.setConfString("spark.sql.streaming.stateStore.spillstore.memoryBudget", "512k")
+    val keys = 20000L
+    val loaded = withProvider(sqlConf = conf) { (p, dir) =>
+      val s = p.getStore(0)
+      (0L until keys).foreach(i => s.put(key(i), value(i)))
+      s.commit()
+      val s2 = p.getStore(1)
+      (0L until keys by 3).foreach(i => s2.remove(key(i)))
+      s2.commit()
+      dir
+    }
+    val expected = (0L until keys).filter(_ % 3 != 0).map(i => i -> i).toMap
+    withProvider(sqlConf = conf) { (other, _) =>
+      for (round <- 1 to 6) {
+        // Another task's store grows past the budget the whole time: its relief rounds spill
+        // whatever is idle, which a loading store must not look like.
+        @volatile var stop = false
+        val t = new Thread(() => while (!stop) {
+          val s = other.getStore(0)
+          var i = 0L
+          while (!stop && i < 5000) { s.put(key(i), value(i)); i += 1 }
+          s.abort()
+        })
+        t.start()
+        try {
+          withProvider(rootOf(loaded), conf) { (p, _) =>
+            assert(contents(p.getReadStore(2)) === expected, s"round $round")
+          }
+        } finally { stop = true; t.join() }
+      }
+    }
+  }
+}
+
 object SpillStoreProviderSuite {
   val keySchema: StructType = StructType(Seq(StructField("k", LongType)))
   val valueSchema: StructType = StructType(Seq(StructField("v", LongType)))
