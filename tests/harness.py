@@ -35,8 +35,9 @@ QUERY_TIMEOUT_S = 180
 # Session
 
 
-def session_builder() -> Any:
-    """The tests' SparkSession builder (pytest's session fixture and restart_worker.py)."""
+def session_builder(master: str = "local[2]", partitions: int = 2, **options: Any) -> Any:
+    """The tests' SparkSession builder with spillstore configured (``options`` are spillstore
+    options): pytest's session fixture, restart_worker.py and the heavy jobs."""
     from pyspark.sql import SparkSession
 
     # Python workers (applyInPandasWithState) must run this interpreter, which has spillstore,
@@ -44,17 +45,17 @@ def session_builder() -> Any:
     # `spark.pyspark.python` conf does not change that for a local session started from Python.
     os.environ["PYSPARK_PYTHON"] = sys.executable
     builder = (
-        SparkSession.builder.master("local[2]")
+        SparkSession.builder.master(master)
         .appName("spillstore-tests")
         .config("spark.ui.enabled", "false")
         .config("spark.ui.showConsoleProgress", "false")
         .config("spark.driver.memory", "1g")
-        .config("spark.sql.shuffle.partitions", "2")
-        .config("spark.default.parallelism", "2")
+        .config("spark.sql.shuffle.partitions", str(partitions))
+        .config("spark.default.parallelism", str(partitions))
         .config("spark.sql.session.timeZone", "UTC")
     )
     try:
-        return spillstore.configure(builder)
+        return spillstore.configure(builder, **options)
     except FileNotFoundError as e:
         raise FileNotFoundError(
             f"{e}\nThe end-to-end tests run the real provider: build it with `make jar`."

@@ -101,21 +101,6 @@ def test_plot_marks_failures(tmp_path: Path) -> None:
     assert path.read_bytes().startswith(PNG_MAGIC)
 
 
-@pytest.mark.parametrize("argv", [
-    ["bench", "--providers", "memory"],
-    ["bench", "--providers", ""],
-    ["bench", "--repetitions", "0"],
-    ["bench", "--preset", "huge"],
-    ["bench", "--option", "novalue"],
-    ["bench", "--timeout", "0"],
-])
-def test_bad_arguments_exit_with_usage(argv: list[str], capsys: pytest.CaptureFixture[str]) -> None:
-    with pytest.raises(SystemExit) as exit_:
-        main(argv)
-    assert exit_.value.code == 2
-    assert "usage:" in capsys.readouterr().err
-
-
 def test_bad_option_name_fails_before_any_run(
         monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
     monkeypatch.setattr(bench, "_run_once", lambda *a: pytest.fail("ran"))

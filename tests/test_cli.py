@@ -19,6 +19,12 @@ from spillstore.cli import main
     ["demo", "--rows-per-second", "-5"],
     ["demo", "--provider", "memory"],
     ["demo", "--option", "novalue"],
+    ["bench", "--providers", "memory"],
+    ["bench", "--providers", ""],
+    ["bench", "--repetitions", "0"],
+    ["bench", "--preset", "huge"],
+    ["bench", "--option", "novalue"],
+    ["bench", "--timeout", "0"],
 ])
 def test_bad_arguments_exit_with_usage(argv: list[str], capsys: pytest.CaptureFixture[str]) -> None:
     with pytest.raises(SystemExit) as exit_:

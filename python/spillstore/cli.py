@@ -197,23 +197,18 @@ def _summary(progresses: list[dict[str, Any]]) -> None:
     metrics = [state_metrics(p) for p in progresses]
     rows = sum(int(p.get("numInputRows", 0)) for p in progresses)
     busy_ms = sum(int((p.get("durationMs") or {}).get("triggerExecution", 0)) for p in progresses)
-
-    def total(name: str) -> int | None:
-        values = [m[name] for m in metrics if name in m]
-        return sum(values) if values else None
-
+    totals: dict[str, int] = {}
+    for m in metrics:
+        for name, value in m.items():
+            totals[name] = totals.get(name, 0) + value
     heap = [m["spillstoreHeapBytes"] for m in metrics if "spillstoreHeapBytes" in m]
-    hits, misses = total("spillstoreCacheHits"), total("spillstoreCacheMisses")
-    ratio = None
-    if hits is not None and misses is not None:
-        ratio = cache_hit_ratio({"spillstoreCacheHits": hits, "spillstoreCacheMisses": misses})
     print(
         f"summary: {len(progresses)} batches, {rows:,} input rows in {busy_ms / 1000:.1f} s of "
         f"batch time ({_fmt_int(rows / (busy_ms / 1000) if busy_ms else None)} rows/s); "
         f"state rows at the end {_fmt_int(metrics[-1].get('numRowsTotal'))}; "
-        f"journal written {_fmt_bytes(total('spillstoreJournalBytes'))}; "
+        f"journal written {_fmt_bytes(totals.get('spillstoreJournalBytes'))}; "
         f"peak heap {_fmt_bytes(max(heap) if heap else None)}; "
-        f"cache hit ratio {_fmt_ratio(ratio)}"
+        f"cache hit ratio {_fmt_ratio(cache_hit_ratio(totals))}"
     )
 
 

@@ -83,9 +83,7 @@ def cache_hit_ratio(metrics: Mapping[str, int]) -> float | None:
     ``None`` when the counters are absent or there were no lookups."""
     hits = metrics.get("spillstoreCacheHits")
     misses = metrics.get("spillstoreCacheMisses")
-    if hits is None or misses is None or hits + misses == 0:
-        return None
-    return hits / (hits + misses)
+    return None if hits is None or misses is None else _ratio(hits, misses)
 
 
 def _progresses(source: Any) -> list[Mapping[str, Any]]:

@@ -262,26 +262,19 @@ def _gone(pid: int, timeout_s: float = 30) -> bool:
 
 
 def main(spec_file: str) -> int:
-    from pyspark.sql import SparkSession
-
     spec = json.loads(Path(spec_file).read_text())
     workdir = Path(spec["workdir"])
     local_dir = workdir / "local"
     options = {} if spec["budget"] is None else {"memoryBudget": spec["budget"]}
-    builder = (
-        SparkSession.builder.master("local-cluster[2,1,1024]")
+    spark = (
+        harness.session_builder("local-cluster[2,1,1024]", partitions=4, **options)
         .appName("spillstore-executor-loss")
         .config("spark.executor.memory", "512m")
-        .config("spark.driver.memory", "1g")
-        .config("spark.sql.shuffle.partitions", "4")
-        .config("spark.default.parallelism", "4")
         .config("spark.local.dir", str(local_dir))
         # A fetch from the dead executor fails at once instead of after 3 retries 5 s apart.
         .config("spark.shuffle.io.maxRetries", "0")
-        .config("spark.ui.enabled", "false")
-        .config("spark.ui.showConsoleProgress", "false")
+        .getOrCreate()
     )
-    spark = spillstore.configure(builder, **options).getOrCreate()
     spark.sparkContext.setLogLevel("ERROR")
     reports = []
     try:

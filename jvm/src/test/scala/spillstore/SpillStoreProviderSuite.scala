@@ -326,18 +326,25 @@ object SpillStoreProviderSuite {
   def key(i: Long): UnsafeRow = keyProj(new GenericInternalRow(Array[Any](i)))
   def value(i: Long): UnsafeRow = valueProj(new GenericInternalRow(Array[Any](i)))
 
+  /** An initialized provider for partition `partition` of operator 0 under checkpoint `root`. */
+  def openProvider(root: String, sqlConf: SQLConf = new SQLConf, keySchema: StructType = keySchema,
+      spec: KeyStateEncoderSpec = null, partition: Int = 0): SpillStoreProvider = {
+    val p = new SpillStoreProvider
+    val hadoopConf = new Configuration
+    hadoopConf.set("sql.streaming.runId", UUID.randomUUID().toString)
+    p.init(StateStoreId(root, 0, partition), keySchema, valueSchema,
+      Option(spec).getOrElse(NoPrefixKeyStateEncoderSpec(keySchema)), useColumnFamilies = false,
+      new StateStoreConf(sqlConf), hadoopConf, useMultipleValuesPerKey = false,
+      stateSchemaProvider = None)
+    p
+  }
+
   /** Runs `f` with an initialized provider and its store directory under checkpoint `root`. */
   def withProvider[T](root: String = Files.createTempDirectory("spill").toString, sqlConf: SQLConf = new SQLConf,
       keySchema: StructType = keySchema, spec: KeyStateEncoderSpec = null)(
       f: (SpillStoreProvider, String) => T): T = {
-    val p = new SpillStoreProvider
-    val hadoopConf = new Configuration
-    hadoopConf.set("sql.streaming.runId", UUID.randomUUID().toString)
-    val storeId = StateStoreId(root, 0, 0)
-    p.init(storeId, keySchema, valueSchema, Option(spec).getOrElse(NoPrefixKeyStateEncoderSpec(keySchema)),
-      useColumnFamilies = false, new StateStoreConf(sqlConf), hadoopConf, useMultipleValuesPerKey = false,
-      stateSchemaProvider = None)
-    try f(p, storeId.storeCheckpointLocation().toUri.getPath) finally p.close()
+    val p = openProvider(root, sqlConf, keySchema, spec)
+    try f(p, p.stateStoreId.storeCheckpointLocation().toUri.getPath) finally p.close()
   }
 
   def contents(s: ReadStateStore): Map[Long, Long] =
@@ -417,14 +424,7 @@ class SpillStoreBudgetSuite extends AnyFunSuite {
     val batches = 5
     val root = Files.createTempDirectory("spill-many").toString
     val pool = Executors.newFixedThreadPool(4)
-    val stores = (0 until providers).map { part =>
-      val p = new SpillStoreProvider
-      val hadoopConf = new Configuration
-      p.init(StateStoreId(root, 0, part), keySchema, valueSchema, NoPrefixKeyStateEncoderSpec(keySchema),
-        useColumnFamilies = false, new StateStoreConf(budgetConf("2m")), hadoopConf,
-        useMultipleValuesPerKey = false, stateSchemaProvider = None)
-      p
-    }
+    val stores = (0 until providers).map(part => openProvider(root, budgetConf("2m"), partition = part))
     try {
       // Each provider: batches of 5000 new keys plus updates of 2000 older ones.
       val futures = stores.zipWithIndex.map { case (p, part) =>

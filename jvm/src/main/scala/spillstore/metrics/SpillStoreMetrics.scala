@@ -16,10 +16,6 @@ final case class StateStoreCustomAverageMetric(name: String, desc: String)
     SQLMetrics.createAverageMetric(sparkContext, desc)
 }
 
-/**
- * The custom metrics every spillstore store reports. Spark adds them up over partitions for
- * query progress and the SQL tab, so each is a count or a size that sums meaningfully.
- */
 /** A count measured at commit (not added up over batches), shown as a plain number. */
 final case class StateStoreCustomCountGauge(name: String, desc: String)
   extends StateStoreCustomMetric {
@@ -29,6 +25,10 @@ final case class StateStoreCustomCountGauge(name: String, desc: String)
     SQLMetrics.createMetric(sparkContext, desc)
 }
 
+/**
+ * The custom metrics every spillstore store reports. Spark adds them up over partitions for
+ * query progress and the SQL tab, so each is a count or a size that sums meaningfully.
+ */
 object SpillStoreMetrics {
   // In query progress Spark sums custom metrics over partitions, which makes this one a sum of
   // percentages there; progress readers derive the ratio from hits and misses instead.

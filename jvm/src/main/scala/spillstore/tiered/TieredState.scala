@@ -89,19 +89,15 @@ final class TieredState(
   }
 
   /**
-   * Ends the owner's use. Then it honours what the memory manager asked of it meanwhile (a busy
-   * state cannot be spilled by other threads): it takes itself back for that, so no `trySpill`
-   * runs concurrently, but without holding its lock, because the manager may lock others.
+   * Ends the owner's use, after honouring what the memory manager asked of it meanwhile (a busy
+   * state cannot be spilled by other threads). It stays busy while doing so, so no `trySpill`
+   * runs concurrently, but does not hold its lock, because the manager may lock others.
    */
   def release(): Unit = {
-    synchronized {
+    synchronized { openIterators = 0 }
+    try onGrowth(this) finally synchronized {
       busy = false
-      openIterators = 0
       lastUsed = System.nanoTime()
-    }
-    val retaken = synchronized { if (busy) false else { busy = true; true } }
-    if (retaken) {
-      try onGrowth(this) finally synchronized { busy = false }
     }
   }
 

@@ -5,7 +5,7 @@ import javax.management.ObjectName
 
 import scala.collection.mutable
 
-import org.apache.spark.sql.execution.streaming.state.{StateStore, StateStoreProvider}
+import org.apache.spark.sql.execution.streaming.state.{ReadStateStore, StateStore, StateStoreProvider}
 
 import spillstore.bench.BenchProviders.{customMetric, LongRow}
 
@@ -49,8 +49,9 @@ object ApiBench {
       samples: IndexedSeq[Sample], value: Map[String, Double] = Map.empty) {
     /** Records per second over all rounds together: a bimodal run (FLIP-369's alternating
      *  all-hit and all-miss batches) is not summed up by one typical round. */
-    def opsPerSec(f: Sample => Double): Double = opsPerRound * samples.size / (samples.map(f).sum / 1000)
-    def rates(f: Sample => Double): Seq[Double] = samples.map(s => opsPerRound / (f(s) / 1000))
+    def opsPerSec: Double = opsPerRound * samples.size / (samples.map(_.workMs).sum / 1000)
+    /** Records per second of each round. */
+    def roundRates: Seq[Double] = samples.map(s => opsPerRound / (s.workMs / 1000))
     def median(f: Sample => Double): Double = { val s = samples.map(f).sorted; s(s.size / 2) }
     def hitRatio: Option[Double] = {
       val h = samples.map(_.hits).sum
@@ -59,12 +60,17 @@ object ApiBench {
     }
   }
 
-  /** A provider under test and the newest version it committed. */
-  private final class Subject(val name: String, val root: String, conf: Map[String, String]) {
-    var provider: StateStoreProvider = BenchProviders.open(baseName, root, conf)
+  /**
+   * A provider under test (`kind`, one of [[BenchProviders.All]], with spillstore options
+   * `conf`), shown as `name`, and the newest version it committed.
+   */
+  private final class Subject(kind: String, conf: Map[String, String] = Map.empty,
+      val name: String = "") {
+    private val root = BenchProviders.newRoot()
+    def label: String = if (name.isEmpty) kind else name
+    var provider: StateStoreProvider = BenchProviders.open(kind, root, conf)
     var version = 0L
-    def baseName: String = name.takeWhile(_ != ' ')
-    def reopen(): Unit = provider = BenchProviders.open(baseName, root, conf)
+    def reopen(): Unit = provider = BenchProviders.open(kind, root, conf)
     def close(): Unit = provider.close()
   }
 
@@ -127,7 +133,7 @@ object ApiBench {
 
     /** The scenarios that share one preloaded state of `keys` entries per provider. */
     private def sharedScenarios(report: Seq[Result] => Unit): Unit = {
-      val subjects = s.providers.map(n => new Subject(n, BenchProviders.newRoot(), Map.empty))
+      val subjects = s.providers.map(new Subject(_))
       try {
         subjects.foreach(preload(_, s.keys))
         val want = s.scenarios.toSet
@@ -159,85 +165,85 @@ object ApiBench {
       var i = 0L
       while (i < n) { st.put(k.set(i), k.row); i += 1 }
       sub.version = st.commit()
-      out(f"  ${sub.name}%-10s preloaded $n%,d keys in ${(System.nanoTime() - t) / 1e6}%,.0f ms")
+      out(f"  ${sub.label}%-10s preloaded $n%,d keys in ${(System.nanoTime() - t) / 1e6}%,.0f ms")
       st
     }
 
     /** `n` rounds of `round` over the subjects, rotating their order; the warm-up is dropped. */
     private def rounds(scenario: String, subjects: Seq[Subject], n: Int, opsPerRound: Long,
         warmup: Int = 1)(round: Round): Seq[Result] = {
-      val samples = subjects.map(_.name -> IndexedSeq.newBuilder[Sample]).toMap
+      val samples = subjects.map(_.label -> IndexedSeq.newBuilder[Sample]).toMap
       for (r <- 0 until n; i <- subjects.indices) {
         val sub = subjects((i + r) % subjects.size)
         val sample = round(sub, r)
-        if (r >= warmup) samples(sub.name) += sample
+        if (r >= warmup) samples(sub.label) += sample
       }
-      subjects.map(sub => Result(scenario, sub.name, opsPerRound, samples(sub.name).result()))
+      subjects.map(sub => Result(scenario, sub.label, opsPerRound, samples(sub.label).result()))
+    }
+
+    /** A batch as Spark runs one: getStore, `records` on the store, commit; timed by phase. */
+    private def writeRound(records: (StateStore, Int) => Unit): Round = (sub, r) => {
+      val t0 = System.nanoTime()
+      val st = sub.provider.getStore(sub.version)
+      val t1 = System.nanoTime()
+      records(st, r)
+      val t2 = System.nanoTime()
+      sub.version = st.commit()
+      val t3 = System.nanoTime()
+      Sample(ms(t0, t1), ms(t1, t2), ms(t2, t3),
+        customMetric(st, "spillstoreCacheHits"), customMetric(st, "spillstoreCacheMisses"))
+    }
+
+    /** A read-only pass: getReadStore, `records` on it, release; timed by phase. */
+    private def readRound(records: (ReadStateStore, Int) => Unit): Round = (sub, r) => {
+      val t0 = System.nanoTime()
+      val st = sub.provider.getReadStore(sub.version)
+      val t1 = System.nanoTime()
+      records(st, r)
+      val t2 = System.nanoTime()
+      st.release()
+      Sample(ms(t0, t1), ms(t1, t2), 0)
     }
 
     private def rmwRound(keys: KeyPattern, ops: Int): Round = {
       val k = new LongRow
       val v = new LongRow
-      (sub, r) => {
-        val t0 = System.nanoTime()
-        val st = sub.provider.getStore(sub.version)
-        val t1 = System.nanoTime()
+      writeRound { (st, r) =>
         var i = 0
         while (i < ops) {
           val old = st.get(k.set(keys.key(r, i)))
           st.put(k.row, v.set(if (old == null) 1L else old.getLong(0) + 1))
           i += 1
         }
-        val t2 = System.nanoTime()
-        sub.version = st.commit()
-        val t3 = System.nanoTime()
-        Sample(ms(t0, t1), ms(t1, t2), ms(t2, t3),
-          customMetric(st, "spillstoreCacheHits"), customMetric(st, "spillstoreCacheMisses"))
       }
     }
 
     private def absentRound(keys: KeyPattern, ops: Int): Round = {
       val k = new LongRow
-      (sub, r) => {
-        val t0 = System.nanoTime()
-        val st = sub.provider.getReadStore(sub.version)
-        val t1 = System.nanoTime()
+      readRound { (st, r) =>
         var i = 0
         while (i < ops) {
-          if (st.get(k.set(keys.key(r, i))) != null) sys.error(s"${sub.name}: an absent key was found")
+          if (st.get(k.set(keys.key(r, i))) != null) sys.error(s"${st.getClass.getSimpleName}: an absent key was found")
           i += 1
         }
-        val t2 = System.nanoTime()
-        st.release()
-        Sample(ms(t0, t1), ms(t1, t2), 0)
       }
     }
 
-    private def iterateRound(expected: Int): Round = (sub, _) => {
-      val t0 = System.nanoTime()
-      val st = sub.provider.getReadStore(sub.version)
-      val t1 = System.nanoTime()
+    private def iterateRound(expected: Int): Round = readRound { (st, _) =>
       var n = 0
-      var sum = 0L
       val it = st.iterator()
-      while (it.hasNext) { sum += it.next().value.getLong(0); n += 1 }
-      val t2 = System.nanoTime()
-      st.release()
-      if (n != expected) sys.error(s"${sub.name}: iterated $n entries, expected $expected")
-      Sample(ms(t0, t1), ms(t1, t2), 0)
+      while (it.hasNext) {
+        if (it.next().value == null) sys.error(s"${st.getClass.getSimpleName}: an entry without a value")
+        n += 1
+      }
+      if (n != expected) sys.error(s"${st.getClass.getSimpleName}: iterated $n entries, expected $expected")
     }
 
     private def deleteRound(order: Array[Int], ops: Int): Round = {
       val k = new LongRow
-      (sub, r) => {
-        val t0 = System.nanoTime()
-        val st = sub.provider.getStore(sub.version)
-        val t1 = System.nanoTime()
+      writeRound { (st, r) =>
         var i = 0
         while (i < ops) { st.remove(k.set(order(r * ops + i).toLong)); i += 1 }
-        val t2 = System.nanoTime()
-        sub.version = st.commit()
-        Sample(ms(t0, t1), ms(t1, t2), ms(t2, System.nanoTime()))
       }
     }
 
@@ -276,21 +282,21 @@ object ApiBench {
       val pattern = new KeyPattern.Flip369(s.ops)
       val keys = 2 * pattern.half
       val rounds4 = 4 * ((s.batches + 3) / 4)
-      val spark = s.providers.filter(_ != BenchProviders.Spillstore).map(n => new Subject(n, BenchProviders.newRoot(), Map.empty))
+      val spark = s.providers.filter(_ != BenchProviders.Spillstore).map(new Subject(_))
       try {
         spark.foreach(preload(_, keys))
         val perCapacity = Seq(1.0 / 0.9, 0.5 / 0.9, 0.25).map { share =>
           val entries = (share * keys).toLong
-          val sub = new Subject(s"spillstore (maxHeapEntries=$entries)", BenchProviders.newRoot(),
-            Map("maxHeapEntries" -> entries.toString))
+          val sub = new Subject(BenchProviders.Spillstore, Map("maxHeapEntries" -> entries.toString),
+            s"spillstore (maxHeapEntries=$entries)")
           try {
             preload(sub, keys)
             rounds("", sub +: spark, 4 + rounds4, s.ops, warmup = 4)(rmwRound(pattern, s.ops))
           } finally sub.close()
         }
         val spillstore = perCapacity.map(_.head)
-        val others = spark.map(sub => Result("", sub.name, s.ops,
-          perCapacity.flatMap(_.find(_.provider == sub.name)).flatMap(_.samples).toIndexedSeq))
+        val others = spark.map(sub => Result("", sub.label, s.ops,
+          perCapacity.flatMap(_.find(_.provider == sub.label)).flatMap(_.samples).toIndexedSeq))
         (spillstore ++ others).map(_.copy(scenario = f"get+put, ${pattern.name}, $keys%,d keys"))
       } finally spark.foreach(_.close())
     }
@@ -304,10 +310,10 @@ object ApiBench {
      */
     private def heapBytes(keys: Int): Seq[Result] = s.providers.map { name =>
       // A first instance pays for class loading and executor-wide singletons: not per entry.
-      val warm = new Subject(name, BenchProviders.newRoot(), Map.empty)
+      val warm = new Subject(name)
       try preload(warm, 1000) finally warm.close()
       val (objectsBefore, usedBefore) = (liveObjectBytes(), usedHeapAfterGc())
-      val sub = new Subject(name, BenchProviders.newRoot(), Map.empty)
+      val sub = new Subject(name)
       try {
         val estimate = customMetric(preload(sub, keys), "spillstoreHeapBytes").toDouble / keys
         val objects = (liveObjectBytes() - objectsBefore).toDouble / keys
@@ -320,7 +326,7 @@ object ApiBench {
 
     /** Uniform get+put at `keys` entries, to compare commit latency with the main size. */
     private def atScale(keys: Int): Seq[Result] = {
-      val subjects = s.providers.map(n => new Subject(n, BenchProviders.newRoot(), Map.empty))
+      val subjects = s.providers.map(new Subject(_))
       try {
         subjects.foreach(preload(_, keys))
         rounds(f"get+put, uniform, $keys%,d keys", subjects, s.batches, s.ops)(rmwRound(new KeyPattern.Uniform(keys, 7), s.ops))

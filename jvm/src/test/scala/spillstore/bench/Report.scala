@@ -8,15 +8,14 @@ object Report {
     if (rs.forall(_.samples.isEmpty)) figures(rs) else rates(rs)
 
   private def rates(rs: Seq[Result]): String = {
-    def medianOf(name: String) = rs.find(_.provider == name)
-    val hdfs = medianOf(BenchProviders.Hdfs)
-    val rocks = medianOf(BenchProviders.Rocksdb)
+    val hdfs = rs.find(_.provider == BenchProviders.Hdfs)
+    val rocks = rs.find(_.provider == BenchProviders.Rocksdb)
     val header = Seq("provider", "records/s (min–max of rounds)", "getStore ms", "records ms",
       "commit ms", "batch ms (medians)", "hit ratio", "records/s ÷ hdfs", "÷ rocksdb", "batch time hdfs ÷ this")
     val rows = rs.map { r =>
-      val rate = r.opsPerSec(_.workMs)
-      val all = r.rates(_.workMs)
-      def ratio(o: Option[Result]) = o.fold("")(x => f"${rate / x.opsPerSec(_.workMs)}%.2fx")
+      val rate = r.opsPerSec
+      val all = r.roundRates
+      def ratio(o: Option[Result]) = o.fold("")(x => f"${rate / x.opsPerSec}%.2fx")
       Seq(r.provider, f"$rate%,.0f (${all.min}%,.0f–${all.max}%,.0f)",
         f"${r.median(_.loadMs)}%,.1f", f"${r.median(_.workMs)}%,.1f", f"${r.median(_.commitMs)}%,.1f",
         f"${r.median(_.totalMs)}%,.1f", r.hitRatio.fold("")(h => f"${h * 100}%.1f %%"),
