@@ -1,6 +1,6 @@
 package spillstore.checkpoint
 
-import java.io.FileNotFoundException
+import java.io.{Closeable, FileNotFoundException}
 import java.util.concurrent.atomic.AtomicLong
 
 import scala.util.control.NonFatal
@@ -26,12 +26,16 @@ final class CheckpointDir(
 
   def file(kind: Kind, version: Long): Path = new Path(path, s"$version.${kind.suffix}")
 
-  /** Writes a file atomically and returns its size; nothing is visible if `body` throws. */
-  def write(kind: Kind, version: Long)(body: StateFile.Writer => Unit): CheckpointDir.Written = {
+  /**
+   * Writes a file atomically and returns its size; nothing is visible if `body` throws.
+   * `format` other than the current one is for tests of older files.
+   */
+  def write(kind: Kind, version: Long, format: Int = StateFile.FormatVersion)(
+      body: StateFile.Writer => Unit): CheckpointDir.Written = {
     if (!dirCreated) { fm.mkdirs(path); dirCreated = true }
     val atomic = fm.createAtomic(file(kind, version), overwriteIfPossible = true)
     try {
-      val writer = new StateFile.Writer(atomic, kind, version, codec)
+      val writer = new StateFile.Writer(atomic, kind, version, codec, format)
       body(writer)
       writer.finish()
       atomic.close()
@@ -45,13 +49,21 @@ final class CheckpointDir(
 
   /** Reads every record of a file in order (value null = removal); returns the record count. */
   def read(kind: Kind, version: Long)(visit: (Array[Byte], Array[Byte]) => Unit): Long = {
+    val (reader, in) = open(kind, version)
+    try reader.foreach(visit) finally in.close()
+  }
+
+  /** Opens a file for pull-based reading; the caller closes the stream. */
+  def open(kind: Kind, version: Long): (StateFile.Reader, Closeable) = {
     val f = file(kind, version)
     val length = f.getFileSystem(hadoopConf).getFileStatus(f).getLen
     val in = fm.open(f)
     try {
-      new StateFile.Reader(in, length, f.toString, kind, version,
-        SpillStoreSparkBridge.compressionCodec).foreach(visit)
-    } finally in.close()
+      (new StateFile.Reader(in, length, f.toString, kind, version,
+        SpillStoreSparkBridge.compressionCodec), in)
+    } catch {
+      case e: Throwable => in.close(); throw e
+    }
   }
 
   def list(): CheckpointDir.Listing = {

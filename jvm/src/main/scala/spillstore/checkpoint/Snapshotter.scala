@@ -11,11 +11,12 @@ import org.apache.spark.internal.Logging
  * thread without stopping or copying the task thread's state, and it sees spilled and heap
  * entries alike.
  *
- * Memory: at most `maxKeysInMemory` distinct changed keys; more are squashed into sorted run
- * files under `spillDir` (the executor's local dir) and merged (see [[SortedChanges]]).
+ * Journals are sorted by key, so a snapshot is one streaming merge; memory and the run files
+ * under `spillDir` (the executor's local dir) are bounded as [[SortedChanges]] describes.
  */
 final class Snapshotter(dir: CheckpointDir, spillDir: () => File,
-    maxKeysInMemory: Int = SortedChanges.DefaultMaxKeysInMemory) extends Logging {
+    maxKeysInMemory: Int = SortedChanges.DefaultMaxKeysInMemory,
+    maxOpenSources: Int = SortedChanges.DefaultMaxOpenSources) extends Logging {
 
   /**
    * Snapshots the newest committed version if at least `minDeltas` journals follow the newest
@@ -39,7 +40,8 @@ final class Snapshotter(dir: CheckpointDir, spillDir: () => File,
       case None =>
         // A corrupt base snapshot is set aside and an older base used (see withNewestGoodBase).
         val (used, written) = dir.withNewestGoodBase(listing, version) { (base, readBase) =>
-          val changes = SortedChanges.squash(dir, base, version, spillDir, maxKeysInMemory)
+          val changes = SortedChanges.squash(dir, base, version, spillDir, maxKeysInMemory,
+            maxOpenSources)
           try {
             base -> dir.write(StateFile.Snapshot, version) { out =>
               def emitChangesBefore(key: Array[Byte]): Unit = {

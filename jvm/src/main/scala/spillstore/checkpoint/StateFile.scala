@@ -1,6 +1,7 @@
 package spillstore.checkpoint
 
 import java.io.{BufferedInputStream, BufferedOutputStream, DataInputStream, DataOutputStream, EOFException, FilterInputStream, FilterOutputStream, InputStream, IOException, OutputStream}
+import java.util.{Arrays => JArrays}
 import java.util.zip.CRC32C
 
 import scala.util.control.NonFatal
@@ -18,13 +19,18 @@ import org.apache.spark.sql.execution.streaming.state.SpillStoreSparkBridge
  *   record:              key length (int) | key | value length (int, -1 = removal) | value
  * }}}
  *
+ * Records are in ascending unsigned key order, each key once, so that a snapshot is a streaming
+ * merge of its base and journals (format 1 journals were in change order; they are still read).
+ *
  * The checksum covers every record's lengths and bytes and the footer pins the file's length,
  * so a truncated or altered file is detected when it is read to its end; files are published
  * atomically, so a reader never sees a half-written one under its final name.
  */
 object StateFile {
   val Magic: Int = 0x53504c53 // "SPLS"
-  val FormatVersion: Int = 1
+  /** The format written; format 1 (unsorted journals) is still read. */
+  val FormatVersion: Int = 2
+  private val OldestReadableFormat: Int = 1
   private val EndMagic: Int = 0x53504c45 // "SPLE"
   val FooterBytes: Int = 12
 
@@ -43,15 +49,18 @@ object StateFile {
     def remove(key: Array[Byte]): Unit
   }
 
-  /** Writes one file to `raw`, which the caller then publishes (close) or discards. */
+  /**
+   * Writes one file to `raw`, which the caller then publishes (close) or discards. Keys must
+   * come in ascending unsigned order; `format` 1 (no order) is only for testing older files.
+   */
   final class Writer(raw: OutputStream, kind: Kind, version: Long,
-      codec: SpillStoreSparkBridge.Codec) extends RecordSink {
+      codec: SpillStoreSparkBridge.Codec, format: Int = FormatVersion) extends RecordSink {
     private val crc = new CRC32C
     private var records = 0L
     private val out = new CountingStream(raw)
     private val header = new DataOutputStream(out)
     header.writeInt(Magic)
-    header.writeInt(FormatVersion)
+    header.writeInt(format)
     header.writeByte(kind.id)
     header.writeLong(version)
     header.writeUTF(codec.shortName)
@@ -82,8 +91,16 @@ object StateFile {
     // One record is encoded whole, then checksummed and written in one call each: per-field
     // stream writes and checksum updates cost more than the bytes on the commit path.
     private var scratch = new Array[Byte](1024)
+    private var lastKey: Array[Byte] = _
 
     private def record(key: Array[Byte], value: Array[Byte]): Unit = {
+      if (format >= 2) {
+        if (lastKey != null && JArrays.compareUnsigned(lastKey, key) >= 0) {
+          throw new IllegalArgumentException(s"${kind.suffix} $version: keys must be written " +
+            s"once each, in ascending unsigned order (file format $format)")
+        }
+        lastKey = key
+      }
       val valueLen = if (value == null) 0 else value.length
       val n = 8 + key.length + valueLen
       if (n > scratch.length) scratch = new Array[Byte](math.max(n, scratch.length * 2))
@@ -109,7 +126,9 @@ object StateFile {
     // The codec must not read into the footer, whatever it buffers.
     private val content = new LimitedStream(in, fileLength - FooterBytes)
     private val header = new DataInputStream(content)
-    private val codecName = readHeader()
+    private val (format, codecName) = readHeader()
+    /** Whether records come in ascending key order (all but format 1 journals). */
+    val keysSorted: Boolean = format >= 2 || expectedKind == Snapshot
     // A damaged codec name or compressed-stream header must fail as corruption too, so that
     // callers can tell a damaged file from an unreadable one.
     private val body = try {
@@ -186,13 +205,14 @@ object StateFile {
       b
     }
 
-    private def readHeader(): String = try {
+    private def readHeader(): (Int, String) = try {
       val magic = header.readInt()
       if (magic != Magic) corrupt(f"not a spillstore file (magic 0x$magic%08x)")
       val format = header.readInt()
-      if (format != FormatVersion) {
-        corrupt(s"written in spillstore file format $format; this spillstore reads format " +
-          s"$FormatVersion. Use a spillstore version that writes format $format")
+      if (format < OldestReadableFormat || format > FormatVersion) {
+        corrupt(s"written in spillstore file format $format; this spillstore reads formats " +
+          s"$OldestReadableFormat to $FormatVersion. Use a spillstore version that writes " +
+          s"format $format")
       }
       val kindId = header.readByte()
       val kind = kinds.find(_.id == kindId).getOrElse(corrupt(s"unknown file kind $kindId"))
@@ -201,7 +221,7 @@ object StateFile {
       if (version != expectedVersion) {
         corrupt(s"holds version $version, expected $expectedVersion")
       }
-      header.readUTF()
+      (format, header.readUTF())
     } catch {
       case e: EOFException => corrupt("file is truncated in its header", e)
       case e: CorruptFileException => throw e

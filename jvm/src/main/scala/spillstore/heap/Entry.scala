@@ -54,6 +54,10 @@ private[spillstore] object Entry {
    */
   final val Overhead = 40 + 16 + 16
 
+  /** Unsigned key order, the order of checkpoint files. */
+  val ByKey: java.util.Comparator[Entry] =
+    (a: Entry, b: Entry) => java.util.Arrays.compareUnsigned(a.key, b.key)
+
   def bytes(key: Array[Byte], value: Array[Byte]): Long =
     Overhead + key.length + (if (value == null) 0 else value.length)
 }

@@ -1,6 +1,7 @@
 package spillstore.tiered
 
 import java.io.File
+import java.util.{Arrays => JArrays}
 
 import scala.collection.mutable.ArrayBuffer
 
@@ -173,9 +174,12 @@ final class TieredState(
 
   /** Writes the open batch's net changes; no side effects, so a failed write can abort. */
   def writeJournal(out: StateFile.RecordSink): Unit = {
-    val changes = heap.changedEntries
+    // Journals are in key order so that snapshots merge them without sorting (StateFile). A
+    // copy: the change list itself stays in change order for abort.
+    val changes = heap.changedEntries.toArray
+    JArrays.sort(changes, Entry.ByKey)
     var i = 0
-    while (i < changes.size) {
+    while (i < changes.length) {
       val e = changes(i)
       if (e.isLive) out.put(e.key, e.value) else if (e.existed) out.remove(e.key)
       i += 1
