@@ -35,31 +35,68 @@ class SnapshotterSuite extends AnyFunSuite {
     out.result()
   }
 
-  test("with a tiny key budget, snapshots spill sorted runs and still equal the state, sorted, and leave no run behind") {
+  private def unsignedSorted(keys: Seq[Seq[Byte]]): Boolean =
+    keys.zip(keys.drop(1)).forall { case (a, b) => java.util.Arrays.compareUnsigned(a.toArray, b.toArray) < 0 }
+
+  // Journals in format 1 (change order, squashed in memory), format 2 (sorted, merged as read),
+  // and both mixed; a tiny key budget and fan-in force run files and merges of open sources.
+  for ((journals, formatOf) <- Seq[(String, Long => Int)](
+    "format 1" -> (_ => 1), "format 2" -> (_ => 2), "formats 1 and 2 mixed" -> (v => 1 + (v % 2).toInt)))
+  test(s"snapshots from $journals journals equal the state, sorted, with bounded memory and fan-in, and leave no run behind") {
     for (seed <- 1 to 5) withDirs { (dir, local) =>
       val rnd = new Random(seed)
       val model = mutable.Map.empty[Seq[Byte], Seq[Byte]]
-      val tiny = new Snapshotter(dir, () => local, maxKeysInMemory = 7)
+      val tiny = new Snapshotter(dir, () => local, maxKeysInMemory = 7, maxOpenSources = 3)
       for (v <- 1L to 24L) {
         val batch = mutable.LinkedHashMap.empty[Seq[Byte], Array[Byte]] // squashed, as journals are
         (0 until rnd.nextInt(60)).foreach { _ =>
           val k = key(rnd)
           batch(k.toSeq) = if (rnd.nextInt(4) == 0) null else key(rnd)
         }
-        dir.write(StateFile.Journal, v) { w =>
-          batch.foreach { case (k, value) => if (value == null) w.remove(k.toArray) else w.put(k.toArray, value) }
+        val format = formatOf(v)
+        val records = if (format == 1) batch.toSeq else batch.toSeq.sortWith((a, b) =>
+          java.util.Arrays.compareUnsigned(a._1.toArray, b._1.toArray) < 0)
+        dir.write(StateFile.Journal, v, format) { w =>
+          records.foreach { case (k, value) => if (value == null) w.remove(k.toArray) else w.put(k.toArray, value) }
         }
         batch.foreach { case (k, value) => if (value == null) model -= k else model(k) = value.toSeq }
         if (v % 8 == 0) { // snapshots over a base snapshot, too
           assert(tiny.snapshot(v, dir.list()) === Some(v))
           val snap = readAll(dir, StateFile.Snapshot, v)
-          assert(snap.map(_._1) === snap.map(_._1).sortWith((a, b) =>
-            java.util.Arrays.compareUnsigned(a.toArray, b.toArray) < 0), s"seed $seed v $v: not sorted")
+          assert(unsignedSorted(snap.map(_._1)), s"seed $seed v $v: not sorted")
           assert(snap.toMap === model.toMap, s"seed $seed v $v")
           assert(Option(local.listFiles()).forall(_.isEmpty), "run files left behind")
         }
       }
-      assert(local.isDirectory, "with 7 keys in memory, runs must have been spilled")
+      assert(local.isDirectory, "with 7 keys in memory and 3 open sources, runs must have been written")
+    }
+  }
+
+  test("a file is written in key order: an out-of-order or repeated key is refused, naming the file") {
+    withDirs { (dir, _) =>
+      for (keys <- Seq(Seq(Array[Byte](2), Array[Byte](1)), Seq(Array[Byte](1), Array[Byte](1)),
+        Seq(Array[Byte](-1), Array[Byte](1)))) { // unsigned: 0xff sorts after 0x01
+        val e = intercept[IllegalArgumentException] {
+          dir.write(StateFile.Journal, 5) { w => keys.foreach(k => w.put(k, k)) }
+        }
+        assert(e.getMessage.contains("journal 5") && e.getMessage.contains("ascending"))
+      }
+      assert(dir.list().journals.isEmpty, "a refused file must not be published")
+    }
+  }
+
+  test("format 1 and 2 files are read; a newer format is refused with both versions named") {
+    withDirs { (dir, _) =>
+      dir.write(StateFile.Journal, 1, format = 1)(w => { w.put(Array[Byte](2), Array[Byte](0)); w.remove(Array[Byte](1)) })
+      dir.write(StateFile.Journal, 2)(w => w.put(Array[Byte](1), Array[Byte](7)))
+      assert(readAll(dir, StateFile.Journal, 1) === Seq(Seq[Byte](2) -> Seq[Byte](0), Seq[Byte](1) -> null))
+      def sorted(v: Long): Boolean = { val (r, in) = dir.open(StateFile.Journal, v); in.close(); r.keysSorted }
+      assert(!sorted(1) && sorted(2))
+      dir.write(StateFile.Journal, 3, format = StateFile.FormatVersion + 1)(_ => ())
+      val e = intercept[StateFile.CorruptFileException](readAll(dir, StateFile.Journal, 3))
+      assert(e.getMessage.contains("3.journal") &&
+        e.getMessage.contains(s"format ${StateFile.FormatVersion + 1}") &&
+        e.getMessage.contains(s"formats 1 to ${StateFile.FormatVersion}"), e.getMessage)
     }
   }
 }
