@@ -157,12 +157,12 @@ object StateFile {
      * been verified: pull-based reading for merges of several files.
      */
     def next(): (Array[Byte], Array[Byte]) = if (finished) null else decoding {
-      val keyLen = body.readInt()
+      val keyLen = readInt()
       if (keyLen >= 0) {
-        updateInt(keyLen)
+        crc.update(intBytes, 0, 4)
         val key = readN(keyLen, crc)
-        val valueLen = body.readInt()
-        updateInt(valueLen)
+        val valueLen = readInt()
+        crc.update(intBytes, 0, 4)
         val value = if (valueLen < 0) null else readN(valueLen, crc)
         records += 1
         (key, value)
@@ -174,7 +174,13 @@ object StateFile {
       }
     }
 
-    private def updateInt(n: Int): Unit = { putInt(intBytes, 0, n); crc.update(intBytes, 0, 4) }
+    // One buffered read, not DataInputStream.readInt's four synchronized single-byte reads
+    // (a quarter of a snapshot merge's CPU); the bytes stay in `intBytes` for the checksum.
+    private def readInt(): Int = {
+      body.readFully(intBytes)
+      ((intBytes(0) & 0xff) << 24) | ((intBytes(1) & 0xff) << 16) | ((intBytes(2) & 0xff) << 8) |
+        (intBytes(3) & 0xff)
+    }
 
     private def verifyEnd(): Unit = {
       val count = body.readLong()

@@ -1,7 +1,6 @@
 package spillstore.tiered
 
 import java.io.File
-import java.util.{Arrays => JArrays}
 
 import scala.collection.mutable.ArrayBuffer
 
@@ -12,8 +11,8 @@ import org.apache.spark.sql.catalyst.expressions.UnsafeRow
 import org.apache.spark.unsafe.Platform
 
 import spillstore.checkpoint.StateFile
-import spillstore.cold.{ColdKeys, ColdTier}
-import spillstore.heap.{Entry, HeapTier, PrefixIndex}
+import spillstore.cold.{ColdKeyFilter, ColdKeys, ColdTier}
+import spillstore.heap.{Entry, HeapTier, KeyOrder, PrefixIndex}
 import spillstore.memory.Spillable
 
 /**
@@ -43,6 +42,8 @@ final class TieredState(
   private var cold: ColdTier = _
   /** Keys the cold tier holds (exact). */
   private var coldCount = 0L
+  /** Keys the cold tier may hold: most lookups of absent keys never reach RocksDB. */
+  private val coldFilter = new ColdKeyFilter
   /** Live keys of the committed state, both tiers (exact). */
   private var committedKeys = 0L
 
@@ -108,7 +109,7 @@ final class TieredState(
   def get(key: UnsafeRow): Array[Byte] = {
     val hash = key.hashCode
     val e = heap.lookup(key.getBaseObject, key.getBaseOffset, key.getSizeInBytes, hash)
-    if (e != null || coldCount == 0) {
+    if (e != null || !mayBeCold(key, hash)) {
       hits += 1
       if (e == null) null else e.value
     } else {
@@ -131,7 +132,7 @@ final class TieredState(
     if (e != null) heap.update(e, value)
     else {
       val k = copyOf(key)
-      val promoted = if (coldCount == 0) null else promote(hash, k)
+      val promoted = if (!mayBeCold(key, hash)) null else promote(hash, k)
       if (promoted != null) heap.update(promoted, value) else heap.insertChanged(hash, k, value)
     }
     grew(heap.estimatedBytes - before)
@@ -142,10 +143,13 @@ final class TieredState(
     val hash = key.hashCode
     val e = heap.lookup(key.getBaseObject, key.getBaseOffset, key.getSizeInBytes, hash)
     val before = heap.estimatedBytes
-    val target = if (e != null || coldCount == 0) e else promote(hash, copyOf(key))
+    val target = if (e != null || !mayBeCold(key, hash)) e else promote(hash, copyOf(key))
     if (target != null && target.isLive) heap.removeEntry(target)
     grew(heap.estimatedBytes - before)
   }
+
+  private def mayBeCold(key: UnsafeRow, hash: Int): Boolean = coldCount > 0 &&
+    coldFilter.mightContain(key.getBaseObject, key.getBaseOffset, key.getSizeInBytes, hash)
 
   /**
    * Loads `key` from the cold tier into the heap, clean; null if RocksDB lacks it. The caller
@@ -174,10 +178,8 @@ final class TieredState(
 
   /** Writes the open batch's net changes; no side effects, so a failed write can abort. */
   def writeJournal(out: StateFile.RecordSink): Unit = {
-    // Journals are in key order so that snapshots merge them without sorting (StateFile). A
-    // copy: the change list itself stays in change order for abort.
-    val changes = heap.changedEntries.toArray
-    JArrays.sort(changes, Entry.ByKey)
+    // Journals are in key order so that snapshots merge them without sorting (StateFile).
+    val changes = KeyOrder.sorted(heap.changedEntries)
     var i = 0
     while (i < changes.length) {
       val e = changes(i)
@@ -320,7 +322,9 @@ final class TieredState(
   def applyCommitted(key: Array[Byte], value: Array[Byte]): Unit = {
     val hash = HeapTier.hashOf(key)
     val e = heap.lookup(key, Platform.BYTE_ARRAY_OFFSET, key.length, hash)
-    val inCold = e == null && coldCount > 0 && cold.get(coldKeys.encode(key)) != null
+    val inCold = e == null && coldCount > 0 &&
+      coldFilter.mightContain(key, Platform.BYTE_ARRAY_OFFSET, key.length, hash) &&
+      cold.get(coldKeys.encode(key)) != null
     if (value != null) {
       val before = heap.estimatedBytes
       if (e != null) heap.setCommitted(e, value)
@@ -361,7 +365,7 @@ final class TieredState(
     if (bytes != Long.MaxValue || entries != Long.MaxValue) {
       shrinkToBytes = Long.MaxValue
       shrinkToEntries = Long.MaxValue
-      evict(heap.estimatedBytes - bytes, heap.numLiveEntries - entries)
+      evict(residentBytes - bytes, heap.numLiveEntries - entries)
     }
   }
 
@@ -372,7 +376,7 @@ final class TieredState(
    */
   def evict(bytes: Long, entries: Long): Long = {
     if ((bytes <= 0 && entries <= 0) || openIterators > 0) return 0
-    val before = heap.estimatedBytes
+    val before = residentBytes
     val victims = ArrayBuffer.empty[Entry]
     var freed = 0L
     var victim: Entry = null
@@ -395,14 +399,14 @@ final class TieredState(
         throw e
     } finally batch.close()
     victims.foreach { v =>
-      if (v.cold == Entry.ColdAbsent) coldCount += 1
+      if (v.cold == Entry.ColdAbsent) { coldCount += 1; coldFilter.add(v.key, v.hash) }
       heap.dropCommitted(v)
     }
     heap.trimToSize()
     evictions += victims.size
     writeBacks += written
     publish()
-    before - heap.estimatedBytes
+    before - residentBytes
   }
 
   private def ensureCold(): ColdTier = {
@@ -416,6 +420,7 @@ final class TieredState(
   private def closeCold(): Unit = {
     if (cold != null) { cold.close(); cold = null }
     coldCount = 0
+    coldFilter.clear()
   }
 
   def close(): Unit = synchronized {
@@ -424,8 +429,11 @@ final class TieredState(
     publish()
   }
 
+  /** What this state keeps on the heap: the heap tier and the cold tier's key filter. */
+  private def residentBytes: Long = heap.estimatedBytes + coldFilter.bytes
+
   private def publish(): Unit = {
-    publishedBytes = heap.estimatedBytes
+    publishedBytes = residentBytes
     publishedEntries = heap.numLiveEntries
   }
 

@@ -1,0 +1,28 @@
+package spillstore.cold
+
+import org.scalatest.funsuite.AnyFunSuite
+
+import org.apache.spark.unsafe.Platform
+
+import spillstore.heap.HeapTier
+
+class ColdKeyFilterSuite extends AnyFunSuite {
+  private def key(i: Long): Array[Byte] = java.nio.ByteBuffer.allocate(16).putLong(8, i).array()
+  private def mightContain(f: ColdKeyFilter, k: Array[Byte]): Boolean =
+    f.mightContain(k, Platform.BYTE_ARRAY_OFFSET, k.length, HeapTier.hashOf(k))
+
+  test("every added key is found across growing layers, absent keys rarely are, and clear forgets all") {
+    val f = new ColdKeyFilter(firstCapacity = 1000)
+    assert(!mightContain(f, key(1)) && f.bytes == 0)
+    val n = 300000 // layers of 1k, 2k, ... 256k keys: nine layers
+    (0L until n).foreach { i => val k = key(i); f.add(k, HeapTier.hashOf(k)) }
+    assert((0L until n).forall(i => mightContain(f, key(i))), "a false negative")
+    val absent = 200000
+    val falsePositives = (n.toLong until n.toLong + absent).count(i => mightContain(f, key(i)))
+    info(s"false positives: $falsePositives of $absent absent keys, ${f.bytes} bytes for $n keys")
+    assert(falsePositives < absent * 0.06, s"$falsePositives false positives of $absent")
+    assert(f.bytes < n * 3L, s"${f.bytes} bytes for $n keys") // 12 bits a key, layers doubling
+    f.clear()
+    assert(!mightContain(f, key(1)) && f.bytes == 0)
+  }
+}
