@@ -14,6 +14,7 @@ import org.apache.spark.sql.types.StructType
 
 import spillstore.SpillStateStore.CommitStats
 import spillstore.checkpoint.{CheckpointDir, Cleaner, Snapshotter, StateFile}
+import spillstore.cold.ColdKeyFilter
 import spillstore.heap.PrefixIndex
 import spillstore.memory.MemoryManager
 import spillstore.metrics.SpillStoreMetrics
@@ -92,8 +93,11 @@ class SpillStoreProvider extends StateStoreProvider with Logging {
     // Report growth often enough that a small budget is not overshot by much.
     val reportEvery = math.max(1L, math.min(TieredState.ReportEveryBytes,
       memory.effectiveBudgetBytes / 64))
+    // The cold-key filter is heap eviction cannot free: a small part of the budget per store.
+    val filterMax = math.max(64L << 10, math.min(ColdKeyFilter.MaxBytes,
+      memory.effectiveBudgetBytes / 32))
     this.state = new TieredState(s"op${stateStoreId.operatorId}-p${stateStoreId.partitionId}-" +
-      stateStoreId.storeName, index, () => conf.localDir, enforceBudget, reportEvery)
+      stateStoreId.storeName, index, () => conf.localDir, enforceBudget, reportEvery, filterMax)
     memory.register(state)
     this.recovery = new Recovery(dir)
     this.snapshotter = new Snapshotter(dir, () => conf.localDir)

@@ -16,19 +16,27 @@ import org.apache.spark.unsafe.hash.Murmur3_x86_32
  * (all of a key's bits in one 64-byte block: one cache miss a layer) with under 1 % false
  * positives when full.
  *
+ * The filter is heap the budget counts but eviction cannot free, so it starts small (12 KB)
+ * and gives up past `maxBytes` (the provider allows 1/32 of the budget, at most 32 MB: over
+ * 10M keys): it is dropped and every lookup goes to RocksDB again, as without it, until the
+ * cold tier is cleared.
+ *
  * Keys are the heap's key bytes; `hash` is the heap's hash of them (HeapTier.hashOf).
  */
-final class ColdKeyFilter(firstCapacity: Int = ColdKeyFilter.FirstCapacity) {
+final class ColdKeyFilter(firstCapacity: Int = ColdKeyFilter.FirstCapacity,
+    maxBytes: Long = ColdKeyFilter.MaxBytes) {
   import ColdKeyFilter._
 
   private var layers: List[Layer] = Nil // newest first
   private var layerBytes = 0L
+  private var saturated = false
 
   /** Heap bytes of the filter's bit arrays. */
   def bytes: Long = layerBytes
 
   /** False only if the key was never added since the last clear. */
   def mightContain(base: AnyRef, offset: Long, length: Int, hash: Int): Boolean = {
+    if (saturated) return true
     if (layers.isEmpty) return false
     val bits = mix(hash, Murmur3_x86_32.hashUnsafeBytes(base, offset, length, SecondSeed))
     var l = layers
@@ -40,20 +48,28 @@ final class ColdKeyFilter(firstCapacity: Int = ColdKeyFilter.FirstCapacity) {
   }
 
   def add(key: Array[Byte], hash: Int): Unit = {
+    if (saturated) return
     if (layers.isEmpty || layers.head.isFull) {
-      val layer = new Layer(if (layers.isEmpty) firstCapacity else layers.head.capacity * 2)
-      layers = layer :: layers
-      layerBytes += layer.bytes
+      val capacity = if (layers.isEmpty) firstCapacity else layers.head.capacity * 2
+      if (layerBytes + Layer.bytes(capacity) > maxBytes) {
+        saturated = true
+        layers = Nil
+        layerBytes = 0
+        return
+      }
+      layers = new Layer(capacity) :: layers
+      layerBytes += Layer.bytes(capacity)
     }
     layers.head.add(mix(hash,
       Murmur3_x86_32.hashUnsafeBytes(key, Platform.BYTE_ARRAY_OFFSET, key.length, SecondSeed)))
   }
 
-  def clear(): Unit = { layers = Nil; layerBytes = 0 }
+  def clear(): Unit = { layers = Nil; layerBytes = 0; saturated = false }
 }
 
 object ColdKeyFilter {
-  val FirstCapacity: Int = 1 << 16
+  val FirstCapacity: Int = 1 << 13
+  val MaxBytes: Long = 32L << 20
   private val SecondSeed = 0x5bd1e995
   private val BitsPerKey = 12
   private val BitsPerKeyInBlock = 8
@@ -66,12 +82,15 @@ object ColdKeyFilter {
     x ^ (x >>> 33)
   }
 
+  private object Layer {
+    def blocks(capacity: Int): Int = math.max(1, (capacity.toLong * BitsPerKey / 512).toInt)
+    def bytes(capacity: Int): Long = 16L + blocks(capacity) * 64L
+  }
+
   private final class Layer(val capacity: Int) {
-    private val blocks = math.max(1, (capacity.toLong * BitsPerKey / 512).toInt)
+    private val blocks = Layer.blocks(capacity)
     private val words = new Array[Long](blocks * 8)
     private var count = 0
-
-    def bytes: Long = 16L + words.length * 8L
     def isFull: Boolean = count >= capacity
 
     // The high 32 bits pick the block; 9-bit slices of the low ones, re-mixed, pick the bits.

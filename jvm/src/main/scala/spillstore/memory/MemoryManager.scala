@@ -247,8 +247,10 @@ final class MemoryManager(
       val entries = if (claim == null) a.entries.get else math.min(a.entries.get, claim.keepEntries)
       projectedBytes += bytes
       projectedEntries += entries
-      if (!a.spilling && (bytes > 0 || entries > 0)) {
-        candidates += new Candidate(a, bytes, entries,
+      // Shares come out of what eviction can free; the fixed part still counts in the total.
+      val evictable = math.max(0L, bytes - a.spillable.fixedBytes)
+      if (!a.spilling && (evictable > 0 || entries > 0)) {
+        candidates += new Candidate(a, bytes, evictable, entries,
           idleNanos = math.max(0L, now - a.spillable.lastUsedNanos))
       }
     }
@@ -258,7 +260,7 @@ final class MemoryManager(
     var needEntries = if (cap > 0) excess(projectedEntries, cap) else 0L
     if (needBytes == 0 && needEntries == 0) return Nil
 
-    val size: Candidate => Long = if (needBytes > 0) _.bytes else _.entries
+    val size: Candidate => Long = if (needBytes > 0) _.evictable else _.entries
     val maxIdle = math.max(1L, candidates.iterator.map(_.idleNanos).maxOption.getOrElse(1L))
     val maxSize = math.max(1L, candidates.iterator.map(size).maxOption.getOrElse(1L))
     candidates.foreach(c => c.score = c.idleNanos.toDouble / maxIdle + size(c).toDouble / maxSize)
@@ -268,7 +270,7 @@ final class MemoryManager(
     val it = candidates.iterator
     while ((needBytes > 0 || needEntries > 0) && it.hasNext) {
       val c = it.next()
-      val shareBytes = math.min(needBytes, c.bytes)
+      val shareBytes = math.min(needBytes, c.evictable)
       val shareEntries = math.min(needEntries, c.entries)
       if (shareBytes > 0 || shareEntries > 0) {
         val claim = new Claim(c.account, shareBytes, shareEntries, c.bytes - shareBytes,
@@ -369,8 +371,8 @@ object MemoryManager {
       val keepBytes: Long,
       val keepEntries: Long)
 
-  private final class Candidate(val account: Account, val bytes: Long, val entries: Long,
-      val idleNanos: Long) {
+  private final class Candidate(val account: Account, val bytes: Long, val evictable: Long,
+      val entries: Long, val idleNanos: Long) {
     var score = 0.0
   }
 }

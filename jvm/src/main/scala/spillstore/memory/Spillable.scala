@@ -11,6 +11,9 @@ trait Spillable {
   /** Estimated heap bytes of the entries it holds; readable from any thread. */
   def heapBytes: Long
 
+  /** The part of `heapBytes` eviction cannot free (the cold tier's key filter). */
+  def fixedBytes: Long = 0L
+
   /** Entries it holds on the heap; readable from any thread. */
   def heapEntries: Long
 

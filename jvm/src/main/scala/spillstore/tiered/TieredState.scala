@@ -33,7 +33,8 @@ final class TieredState(
     prefixIndex: Option[PrefixIndex],
     localDir: () => File,
     onGrowth: TieredState => Unit,
-    reportEveryBytes: Long = TieredState.ReportEveryBytes) extends Spillable with Logging {
+    reportEveryBytes: Long = TieredState.ReportEveryBytes,
+    coldFilterMaxBytes: Long = ColdKeyFilter.MaxBytes) extends Spillable with Logging {
   import TieredState._
 
   val heap = new HeapTier(prefixIndex.getOrElse(HeapTier.NoListener))
@@ -43,7 +44,7 @@ final class TieredState(
   /** Keys the cold tier holds (exact). */
   private var coldCount = 0L
   /** Keys the cold tier may hold: most lookups of absent keys never reach RocksDB. */
-  private val coldFilter = new ColdKeyFilter
+  private val coldFilter = new ColdKeyFilter(maxBytes = coldFilterMaxBytes)
   /** Live keys of the committed state, both tiers (exact). */
   private var committedKeys = 0L
 
@@ -74,6 +75,7 @@ final class TieredState(
   @volatile private var lastUsed = System.nanoTime()
   @volatile private var publishedBytes = 0L
   @volatile private var publishedEntries = 0L
+  @volatile private var publishedFixedBytes = 0L
   @volatile private var shrinkToBytes = Long.MaxValue
   @volatile private var shrinkToEntries = Long.MaxValue
   /** Growth since the memory manager last heard of us. */
@@ -377,6 +379,16 @@ final class TieredState(
   def evict(bytes: Long, entries: Long): Long = {
     if ((bytes <= 0 && entries <= 0) || openIterators > 0) return 0
     val before = residentBytes
+    // Evicted keys join the cold-key filter, which may grow by a layer: evict on to pay for it.
+    var evicted = evictOnce(bytes, entries)
+    while (evicted > 0 && residentBytes > before - bytes) {
+      evicted = evictOnce(residentBytes - (before - bytes), 0)
+    }
+    before - residentBytes
+  }
+
+  /** One write to RocksDB of victims worth `bytes` and `entries`; returns how many. */
+  private def evictOnce(bytes: Long, entries: Long): Int = {
     val victims = ArrayBuffer.empty[Entry]
     var freed = 0L
     var victim: Entry = null
@@ -406,7 +418,7 @@ final class TieredState(
     evictions += victims.size
     writeBacks += written
     publish()
-    before - residentBytes
+    victims.size
   }
 
   private def ensureCold(): ColdTier = {
@@ -435,6 +447,7 @@ final class TieredState(
   private def publish(): Unit = {
     publishedBytes = residentBytes
     publishedEntries = heap.numLiveEntries
+    publishedFixedBytes = coldFilter.bytes
   }
 
   def coldKeyCount: Long = coldCount
@@ -444,6 +457,7 @@ final class TieredState(
 
   override def heapBytes: Long = publishedBytes
   override def heapEntries: Long = publishedEntries
+  override def fixedBytes: Long = publishedFixedBytes
   /** In use now counts as used now: a busy state must not look cold. */
   override def lastUsedNanos: Long = if (busy) System.nanoTime() else lastUsed
 

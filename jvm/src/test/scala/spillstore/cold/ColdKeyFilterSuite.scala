@@ -25,4 +25,16 @@ class ColdKeyFilterSuite extends AnyFunSuite {
     f.clear()
     assert(!mightContain(f, key(1)) && f.bytes == 0)
   }
+
+  test("past its byte limit the filter gives up: its memory is freed and every key may be cold") {
+    val f = new ColdKeyFilter(firstCapacity = 1000, maxBytes = 10000) // two layers fit, not three
+    (0L until 3000L).foreach { i => val k = key(i); f.add(k, HeapTier.hashOf(k)) }
+    assert(f.bytes > 0 && f.bytes <= 10000)
+    assert(!mightContain(f, key(1L << 40)) || !mightContain(f, key((1L << 40) + 1)))
+    val k = key(3000); f.add(k, HeapTier.hashOf(k))
+    assert(f.bytes === 0)
+    assert((0L until 3001L).forall(i => mightContain(f, key(i))) && mightContain(f, key(1L << 40)))
+    f.clear()
+    assert(!mightContain(f, key(1)))
+  }
 }

@@ -15,7 +15,8 @@ import spillstore.memory.MemoryManager.Eviction
  *  - a shrink request is honoured at the owner's next put, right after it lets go (unless a
  *    spill holds the permit, which honours it instead), and by any successful `trySpill`.
  *
- * `spillCap` bounds what one `trySpill` frees, as for a cold tier that takes only so much.
+ * `spillCap` bounds what one `trySpill` frees, as for a cold tier that takes only so much;
+ * `fixed` bytes count in its size but no eviction frees them, as for a cold-key filter.
  *
  * Every spillable call is appended to `log` ("name spill bytes/entries=freed", "name keep
  * bytes/entries"), so tests can assert who was asked for what, in which order.
@@ -26,7 +27,8 @@ final class FakeSpillable(
     @volatile var lastUsedNanos: Long = 0L,
     bytesPerEntry: Long = 1L,
     log: ConcurrentLinkedQueue[String] = new ConcurrentLinkedQueue[String],
-    spillCap: Long = Long.MaxValue) extends Spillable {
+    spillCap: Long = Long.MaxValue,
+    fixed: Long = 0L) extends Spillable {
   private val entries = new AtomicLong(initialEntries)
   private val inUse = new Semaphore(1)
   private val request = new AtomicReference[(Long, Long)]
@@ -35,7 +37,8 @@ final class FakeSpillable(
   /** Runs inside a successful `trySpill` before it evicts: lets a test hold a spill in flight. */
   @volatile var duringSpill: () => Unit = () => ()
 
-  def heapBytes: Long = entries.get * bytesPerEntry
+  def heapBytes: Long = entries.get * bytesPerEntry + fixed
+  override def fixedBytes: Long = fixed
   def heapEntries: Long = entries.get
 
   def trySpill(bytes: Long, entries: Long): Long = {

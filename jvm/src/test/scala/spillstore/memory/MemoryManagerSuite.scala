@@ -23,8 +23,8 @@ class MemoryManagerSuite extends AnyFunSuite {
     private val log = new ConcurrentLinkedQueue[String]
 
     def fake(name: String, entries: Long, lastUsedSec: Long = 100, bytesPerEntry: Long = 1L,
-        spillCap: Long = Long.MaxValue): FakeSpillable = {
-      val f = new FakeSpillable(name, entries, lastUsedSec * Sec, bytesPerEntry, log, spillCap)
+        spillCap: Long = Long.MaxValue, fixed: Long = 0L): FakeSpillable = {
+      val f = new FakeSpillable(name, entries, lastUsedSec * Sec, bytesPerEntry, log, spillCap, fixed)
       mm.register(f)
       f
     }
@@ -78,6 +78,18 @@ class MemoryManagerSuite extends AnyFunSuite {
       "a keep 0/100", "a spill 100/0=100",
       "c keep 550/800", "c spill 250/0=250"))
     assert(fx.mm.totalHeapBytes === 1350)
+  }
+
+  test("bytes eviction cannot free count in the total but are never asked for") {
+    // f is the coldest, but only 50 of its 550 bytes can go (500 are a cold-key filter):
+    // it is asked for those 50 and g, next coldest, for the rest of the 150 over 900.
+    val fx = new Fixture(1000)
+    fx.fake("f", 50, lastUsedSec = 0, fixed = 500)
+    fx.fake("g", 300, lastUsedSec = 90)
+    val e = fx.fake("e", 0)
+    assert(e.put(fx.mm, 200) === Eviction.Zero)
+    assert(fx.calls === List("f keep 500/50", "f spill 50/0=50", "g keep 200/300", "g spill 100/0=100"))
+    assert(fx.mm.totalHeapBytes === 900)
   }
 
   test("a busy spillable is asked to shrink, and the caller gets its share") {
