@@ -95,7 +95,7 @@ class SpillStoreProvider extends StateStoreProvider with Logging {
       memory.effectiveBudgetBytes / 64))
     // The cold-key filter is heap eviction cannot free: a small part of the budget per store.
     val filterMax = math.max(64L << 10, math.min(ColdKeyFilter.MaxBytes,
-      memory.effectiveBudgetBytes / 32))
+      memory.effectiveBudgetBytes / 16))
     this.state = new TieredState(s"op${stateStoreId.operatorId}-p${stateStoreId.partitionId}-" +
       stateStoreId.storeName, index, () => conf.localDir, enforceBudget, reportEvery, filterMax)
     memory.register(state)

@@ -17,7 +17,7 @@ import org.apache.spark.unsafe.hash.Murmur3_x86_32
  * positives when full.
  *
  * The filter is heap the budget counts but eviction cannot free, so it starts small (12 KB)
- * and gives up past `maxBytes` (the provider allows 1/32 of the budget, at most 32 MB: over
+ * and gives up past `maxBytes` (the provider allows 1/16 of the budget, at most 32 MB: over
  * 10M keys): it is dropped and every lookup goes to RocksDB again, as without it, until the
  * cold tier is cleared.
  *
