@@ -47,21 +47,23 @@ final class ColdKeyFilter(firstCapacity: Int = ColdKeyFilter.FirstCapacity,
     false
   }
 
-  def add(key: Array[Byte], hash: Int): Unit = {
-    if (saturated) return
+  /** Adds a key; true if this add made the filter give up (past `maxBytes`). */
+  def add(key: Array[Byte], hash: Int): Boolean = {
+    if (saturated) return false
     if (layers.isEmpty || layers.head.isFull) {
       val capacity = if (layers.isEmpty) firstCapacity else layers.head.capacity * 2
       if (layerBytes + Layer.bytes(capacity) > maxBytes) {
         saturated = true
         layers = Nil
         layerBytes = 0
-        return
+        return true
       }
       layers = new Layer(capacity) :: layers
       layerBytes += Layer.bytes(capacity)
     }
     layers.head.add(mix(hash,
       Murmur3_x86_32.hashUnsafeBytes(key, Platform.BYTE_ARRAY_OFFSET, key.length, SecondSeed)))
+    false
   }
 
   def clear(): Unit = { layers = Nil; layerBytes = 0; saturated = false }

@@ -411,7 +411,13 @@ final class TieredState(
         throw e
     } finally batch.close()
     victims.foreach { v =>
-      if (v.cold == Entry.ColdAbsent) { coldCount += 1; coldFilter.add(v.key, v.hash) }
+      if (v.cold == Entry.ColdAbsent) {
+        coldCount += 1
+        if (coldFilter.add(v.key, v.hash)) {
+          logInfo(s"Cold-key filter of $name gave up at $coldCount keys (limit " +
+            s"$coldFilterMaxBytes bytes of the memory budget): misses read RocksDB again")
+        }
+      }
       heap.dropCommitted(v)
     }
     heap.trimToSize()

@@ -28,10 +28,12 @@ class ColdKeyFilterSuite extends AnyFunSuite {
 
   test("past its byte limit the filter gives up: its memory is freed and every key may be cold") {
     val f = new ColdKeyFilter(firstCapacity = 1000, maxBytes = 10000) // two layers fit, not three
-    (0L until 3000L).foreach { i => val k = key(i); f.add(k, HeapTier.hashOf(k)) }
+    assert((0L until 3000L).forall { i => val k = key(i); !f.add(k, HeapTier.hashOf(k)) })
     assert(f.bytes > 0 && f.bytes <= 10000)
     assert(!mightContain(f, key(1L << 40)) || !mightContain(f, key((1L << 40) + 1)))
-    val k = key(3000); f.add(k, HeapTier.hashOf(k))
+    val k = key(3000)
+    assert(f.add(k, HeapTier.hashOf(k)), "the add that gives up says so")
+    assert(!f.add(k, HeapTier.hashOf(k)), "once")
     assert(f.bytes === 0)
     assert((0L until 3001L).forall(i => mightContain(f, key(i))) && mightContain(f, key(1L << 40)))
     f.clear()
