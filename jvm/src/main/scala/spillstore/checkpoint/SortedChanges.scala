@@ -124,8 +124,7 @@ object SortedChanges {
         val merged = new SortedChanges(sources.toIndexedSeq, () => ())
         val run = writeRun { w =>
           while (merged.head != null) {
-            val (k, v) = merged.head
-            if (v == null) w.remove(k) else w.put(k, v)
+            w.record(merged.head._1, merged.head._2)
             merged.advance()
           }
         }
@@ -138,7 +137,7 @@ object SortedChanges {
     private def spillPending(): Unit = if (!pending.isEmpty) {
       val entries = sorted(pending)
       pending = new JHashMap[ByteBuffer, Array[Byte]]()
-      val run = writeRun(w => entries.foreach { case (k, v) => if (v == null) w.remove(k) else w.put(k, v) })
+      val run = writeRun(w => entries.foreach { case (k, v) => w.record(k, v) })
       add(run._1, run._2)
     }
 

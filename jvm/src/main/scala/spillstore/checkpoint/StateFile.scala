@@ -47,6 +47,9 @@ object StateFile {
   trait RecordSink {
     def put(key: Array[Byte], value: Array[Byte]): Unit
     def remove(key: Array[Byte]): Unit
+    /** A record as readers return it: a null value is a removal. */
+    final def record(key: Array[Byte], value: Array[Byte]): Unit =
+      if (value == null) remove(key) else put(key, value)
   }
 
   /**
@@ -68,9 +71,9 @@ object StateFile {
     private val compressed = codec.compress(out)
     private val body = new DataOutputStream(new BufferedOutputStream(compressed, 64 * 1024))
 
-    def put(key: Array[Byte], value: Array[Byte]): Unit = record(key, value)
+    def put(key: Array[Byte], value: Array[Byte]): Unit = encode(key, value)
 
-    def remove(key: Array[Byte]): Unit = record(key, null)
+    def remove(key: Array[Byte]): Unit = encode(key, null)
 
     def numRecords: Long = records
     def numBytes: Long = out.count
@@ -93,7 +96,7 @@ object StateFile {
     private var scratch = new Array[Byte](1024)
     private var lastKey: Array[Byte] = _
 
-    private def record(key: Array[Byte], value: Array[Byte]): Unit = {
+    private def encode(key: Array[Byte], value: Array[Byte]): Unit = {
       if (format >= 2) {
         if (lastKey != null && JArrays.compareUnsigned(lastKey, key) >= 0) {
           throw new IllegalArgumentException(s"${kind.suffix} $version: keys must be written " +

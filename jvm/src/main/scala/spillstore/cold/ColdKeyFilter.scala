@@ -38,10 +38,10 @@ final class ColdKeyFilter(firstCapacity: Int = ColdKeyFilter.FirstCapacity,
   def mightContain(base: AnyRef, offset: Long, length: Int, hash: Int): Boolean = {
     if (saturated) return true
     if (layers.isEmpty) return false
-    val bits = mix(hash, Murmur3_x86_32.hashUnsafeBytes(base, offset, length, SecondSeed))
+    val h = hash64(base, offset, length, hash)
     var l = layers
     while (l.nonEmpty) {
-      if (l.head.contains(bits)) return true
+      if (l.head.contains(h)) return true
       l = l.tail
     }
     false
@@ -61,8 +61,7 @@ final class ColdKeyFilter(firstCapacity: Int = ColdKeyFilter.FirstCapacity,
       layers = new Layer(capacity) :: layers
       layerBytes += Layer.bytes(capacity)
     }
-    layers.head.add(mix(hash,
-      Murmur3_x86_32.hashUnsafeBytes(key, Platform.BYTE_ARRAY_OFFSET, key.length, SecondSeed)))
+    layers.head.add(hash64(key, Platform.BYTE_ARRAY_OFFSET, key.length, hash))
     false
   }
 
@@ -76,9 +75,10 @@ object ColdKeyFilter {
   private val BitsPerKey = 12
   private val BitsPerKeyInBlock = 8
 
-  /** A 64-bit hash from the heap's hash and a second, independent one. */
-  private def mix(h1: Int, h2: Int): Long = {
-    var x = (h1.toLong << 32) | (h2 & 0xffffffffL)
+  /** A 64-bit hash from the heap's hash and a second, independent one of the key bytes. */
+  private def hash64(base: AnyRef, offset: Long, length: Int, hash: Int): Long = {
+    val h2 = Murmur3_x86_32.hashUnsafeBytes(base, offset, length, SecondSeed)
+    var x = (hash.toLong << 32) | (h2 & 0xffffffffL)
     x = (x ^ (x >>> 33)) * 0xff51afd7ed558ccdL
     x = (x ^ (x >>> 33)) * 0xc4ceb9fe1a85ec53L
     x ^ (x >>> 33)
@@ -95,29 +95,23 @@ object ColdKeyFilter {
     private var count = 0
     def isFull: Boolean = count >= capacity
 
-    // The high 32 bits pick the block; 9-bit slices of the low ones, re-mixed, pick the bits.
+    def add(h: Long): Unit = { probe(h, set = true); count += 1 }
+    def contains(h: Long): Boolean = probe(h, set = false)
+
+    // The high 32 bits pick the block; the top 9 bits of successive multiples of `h` pick
+    // the bits in it.
     private def block(h: Long): Int = (((h >>> 32) * blocks) >>> 32).toInt * 8
 
-    def add(h: Long): Unit = {
+    /** Whether all of `h`'s bits are set; with `set`, sets them first. */
+    private def probe(h: Long, set: Boolean): Boolean = {
       val at = block(h)
       var b = h * 0x9e3779b97f4a7c15L
       var i = 0
       while (i < BitsPerKeyInBlock) {
         val bit = (b >>> 55).toInt // 0..511
-        words(at + (bit >>> 6)) |= 1L << (bit & 63)
-        b *= 0x9e3779b97f4a7c15L
-        i += 1
-      }
-      count += 1
-    }
-
-    def contains(h: Long): Boolean = {
-      val at = block(h)
-      var b = h * 0x9e3779b97f4a7c15L
-      var i = 0
-      while (i < BitsPerKeyInBlock) {
-        val bit = (b >>> 55).toInt
-        if ((words(at + (bit >>> 6)) & (1L << (bit & 63))) == 0) return false
+        val word = at + (bit >>> 6)
+        val mask = 1L << (bit & 63)
+        if (set) words(word) |= mask else if ((words(word) & mask) == 0) return false
         b *= 0x9e3779b97f4a7c15L
         i += 1
       }

@@ -150,8 +150,11 @@ final class TieredState(
     grew(heap.estimatedBytes - before)
   }
 
-  private def mayBeCold(key: UnsafeRow, hash: Int): Boolean = coldCount > 0 &&
-    coldFilter.mightContain(key.getBaseObject, key.getBaseOffset, key.getSizeInBytes, hash)
+  private def mayBeCold(key: UnsafeRow, hash: Int): Boolean =
+    mayBeCold(key.getBaseObject, key.getBaseOffset, key.getSizeInBytes, hash)
+
+  private def mayBeCold(base: AnyRef, offset: Long, length: Int, hash: Int): Boolean =
+    coldCount > 0 && coldFilter.mightContain(base, offset, length, hash)
 
   /**
    * Loads `key` from the cold tier into the heap, clean; null if RocksDB lacks it. The caller
@@ -324,8 +327,7 @@ final class TieredState(
   def applyCommitted(key: Array[Byte], value: Array[Byte]): Unit = {
     val hash = HeapTier.hashOf(key)
     val e = heap.lookup(key, Platform.BYTE_ARRAY_OFFSET, key.length, hash)
-    val inCold = e == null && coldCount > 0 &&
-      coldFilter.mightContain(key, Platform.BYTE_ARRAY_OFFSET, key.length, hash) &&
+    val inCold = e == null && mayBeCold(key, Platform.BYTE_ARRAY_OFFSET, key.length, hash) &&
       cold.get(coldKeys.encode(key)) != null
     if (value != null) {
       val before = heap.estimatedBytes

@@ -183,26 +183,29 @@ object ApiBench {
 
     /** A batch as Spark runs one: getStore, `records` on the store, commit; timed by phase. */
     private def writeRound(records: (StateStore, Int) => Unit): Round = (sub, r) => {
-      val t0 = System.nanoTime()
-      val st = sub.provider.getStore(sub.version)
-      val t1 = System.nanoTime()
-      records(st, r)
-      val t2 = System.nanoTime()
-      sub.version = st.commit()
-      val t3 = System.nanoTime()
-      Sample(ms(t0, t1), ms(t1, t2), ms(t2, t3),
+      val (st, open, work, commit) =
+        timePhases(sub.provider.getStore(sub.version))(records(_, r))(st => sub.version = st.commit())
+      Sample(open, work, commit,
         customMetric(st, "spillstoreCacheHits"), customMetric(st, "spillstoreCacheMisses"))
     }
 
     /** A read-only pass: getReadStore, `records` on it, release; timed by phase. */
     private def readRound(records: (ReadStateStore, Int) => Unit): Round = (sub, r) => {
+      val (_, open, work, _) =
+        timePhases(sub.provider.getReadStore(sub.version))(records(_, r))(_.release())
+      Sample(open, work, 0) // nothing to commit
+    }
+
+    /** Opens a store, works on it and closes it; returns it with each phase's milliseconds. */
+    private def timePhases[S](open: => S)(work: S => Unit)(close: S => Unit): (S, Double, Double, Double) = {
       val t0 = System.nanoTime()
-      val st = sub.provider.getReadStore(sub.version)
+      val st = open
       val t1 = System.nanoTime()
-      records(st, r)
+      work(st)
       val t2 = System.nanoTime()
-      st.release()
-      Sample(ms(t0, t1), ms(t1, t2), 0)
+      close(st)
+      val t3 = System.nanoTime()
+      (st, ms(t0, t1), ms(t1, t2), ms(t2, t3))
     }
 
     private def rmwRound(keys: KeyPattern, ops: Int): Round = {

@@ -57,7 +57,7 @@ class SnapshotterSuite extends AnyFunSuite {
         val records = if (format == 1) batch.toSeq else batch.toSeq.sortWith((a, b) =>
           java.util.Arrays.compareUnsigned(a._1.toArray, b._1.toArray) < 0)
         dir.write(StateFile.Journal, v, format) { w =>
-          records.foreach { case (k, value) => if (value == null) w.remove(k.toArray) else w.put(k.toArray, value) }
+          records.foreach { case (k, value) => w.record(k.toArray, value) }
         }
         batch.foreach { case (k, value) => if (value == null) model -= k else model(k) = value.toSeq }
         if (v % 8 == 0) { // snapshots over a base snapshot, too
