@@ -6,16 +6,18 @@ import org.apache.spark.sql.types.StructType
 import org.apache.spark.unsafe.Platform
 
 import spillstore.metrics.SpillStoreMetrics
-import spillstore.tiered.TierCounters
+import spillstore.tiered.{Lease, TierCounters}
 
 /**
  * A view of a provider's live state at `version`, for one task. Writable views are the batch:
  * their changes go straight into the heap tier, journaled there, and `commit` makes them
- * version + 1. Only the provider's current owner may write; a view replaced by a newer attempt
- * fails instead of touching state.
+ * version + 1. Every call runs under the live state's lock while `lease` is current (see
+ * [[spillstore.tiered.TieredState]]'s ownership table); a view whose lease ended (commit,
+ * abort, task end, a newer attempt, an unload) throws instead of touching the state.
  */
 final class SpillStateStore private[spillstore] (
-    provider: SpillStoreProvider,
+    private[spillstore] val provider: SpillStoreProvider,
+    private[spillstore] val lease: Lease,
     override val version: Long,
     writable: Boolean,
     forceSnapshotOnCommit: Boolean) extends StateStore {
@@ -33,33 +35,68 @@ final class SpillStateStore private[spillstore] (
   override def id: StateStoreId = provider.stateStoreId
 
   override def get(key: UnsafeRow, colFamilyName: String): UnsafeRow = {
-    checkReadable(colFamilyName)
-    val v = live.get(key)
-    if (v == null) null else valueRow(v)
+    checkColumnFamily(colFamilyName)
+    live.enter(lease)
+    try {
+      checkOpen()
+      val v = live.get(key)
+      if (v == null) null else valueRow(v)
+    } finally live.exit()
   }
 
   override def put(key: UnsafeRow, value: UnsafeRow, colFamilyName: String): Unit = {
     require(value != null, "Cannot put a null value")
+    checkColumnFamily(colFamilyName)
+    checkWritable()
     val bytes = new Array[Byte](value.getSizeInBytes)
     value.writeToMemory(bytes, Platform.BYTE_ARRAY_OFFSET)
-    provider.changeAsOwner(this)(checkWritable(colFamilyName))(live.put(key, bytes))
+    live.enter(lease)
+    try { checkOpen(); live.put(key, bytes) } finally live.exit()
   }
 
-  override def remove(key: UnsafeRow, colFamilyName: String): Unit =
-    provider.changeAsOwner(this)(checkWritable(colFamilyName))(live.remove(key))
+  override def remove(key: UnsafeRow, colFamilyName: String): Unit = {
+    checkColumnFamily(colFamilyName)
+    checkWritable()
+    live.enter(lease)
+    try { checkOpen(); live.remove(key) } finally live.exit()
+  }
 
   override def iterator(colFamilyName: String): StateStoreIterator[UnsafeRowPair] = {
-    checkReadable(colFamilyName)
-    pairs(live.iterator())
+    checkColumnFamily(colFamilyName)
+    live.enter(lease)
+    try {
+      checkOpen()
+      val entries = guarded(live.iterator())
+      pairs(entries, () => entries.close())
+    } finally live.exit()
   }
 
   override def prefixScan(
       prefixKey: UnsafeRow, colFamilyName: String): StateStoreIterator[UnsafeRowPair] = {
-    checkReadable(colFamilyName)
+    checkColumnFamily(colFamilyName)
     if (!provider.supportsPrefixScan) throw new UnsupportedOperationException(
       s"prefixScan needs a store created with PrefixKeyScanStateEncoderSpec; $this was not")
-    pairs(live.prefixScan(prefixKey).iterator)
+    live.enter(lease)
+    try { checkOpen(); pairs(live.prefixScan(prefixKey).iterator) } finally live.exit()
   }
+
+  /**
+   * Each step of a live-state iterator under the lease, like any other call; closing it (Spark's
+   * `StateStoreIterator.close`) lets eviction go on before the batch ends.
+   */
+  private def guarded[T](it: Iterator[T] with AutoCloseable): Iterator[T] with AutoCloseable =
+    new Iterator[T] with AutoCloseable {
+      private var exhausted = false
+      override def hasNext: Boolean = !exhausted && {
+        live.enter(lease)
+        try { checkOpen(); exhausted = !it.hasNext; !exhausted } finally live.exit()
+      }
+      override def next(): T = {
+        live.enter(lease)
+        try { checkOpen(); it.next() } finally live.exit()
+      }
+      override def close(): Unit = live.locked { if (live.holds(lease)) it.close() }
+    }
 
   override def multiGet(keys: Array[UnsafeRow], colFamilyName: String): Iterator[UnsafeRow] =
     keys.iterator.map(get(_, colFamilyName))
@@ -68,31 +105,35 @@ final class SpillStateStore private[spillstore] (
 
   override def abort(): Unit = provider.abort(this)
 
-  /** Read views hold nothing; a write view that is released unfinished is aborted. */
-  override def release(): Unit = if (writable) abort() else state = Released
+  /** Ends this view; a write view released unfinished is aborted. */
+  override def release(): Unit = abort()
 
   override def hasCommitted: Boolean = state == Committed
 
   override def metrics: StateStoreMetrics = {
-    val tiers = if (state == Committed) journal.tiers else live.batchCounters
+    // A committed view reports the state as its commit left it; an open one reads it live.
+    val (tiers, now) = if (state == Committed) (journal.tiers, journal.live) else live.locked {
+      if (live.holds(lease)) (live.batchCounters, provider.liveFigures())
+      else (NoCommit.tiers, NoCommit.live)
+    }
     val custom: Map[StateStoreCustomMetric, Long] = Map[StateStoreCustomMetric, Long](
       SpillStoreMetrics.CacheHits -> tiers.hits,
       SpillStoreMetrics.CacheMisses -> tiers.misses,
       SpillStoreMetrics.ColdLoads -> tiers.coldLoads,
       SpillStoreMetrics.Evictions -> tiers.evictions,
       SpillStoreMetrics.WriteBacks -> tiers.writeBacks,
-      SpillStoreMetrics.ColdEntries -> live.coldKeyCount,
-      SpillStoreMetrics.ColdBytes -> live.coldBytes,
+      SpillStoreMetrics.ColdEntries -> now.coldEntries,
+      SpillStoreMetrics.ColdBytes -> now.coldBytes,
       SpillStoreMetrics.JournalBytes -> journal.bytes,
       SpillStoreMetrics.JournalRecords -> journal.records,
       SpillStoreMetrics.CommitTime -> journal.millis,
       SpillStoreMetrics.ForcedSnapshots -> (if (journal.forcedSnapshot) 1L else 0L),
       SpillStoreMetrics.SnapshotsRepaired -> snapshotsRepaired,
-      SpillStoreMetrics.BudgetBytes -> provider.budgetShare,
-      SpillStoreMetrics.HeapBytes -> live.heapBytes,
-      SpillStoreMetrics.HeapEntries -> live.heapEntries) ++
+      SpillStoreMetrics.BudgetBytes -> now.budgetShare,
+      SpillStoreMetrics.HeapBytes -> now.heapBytes,
+      SpillStoreMetrics.HeapEntries -> now.heapEntries) ++
       SpillStoreMetrics.hitRatio(tiers.hits, tiers.misses)
-    StateStoreMetrics(live.numKeys, live.heapBytes, custom)
+    StateStoreMetrics(now.numKeys, now.heapBytes, custom)
   }
 
   override def getStateStoreCheckpointInfo(): StateStoreCheckpointInfo =
@@ -140,31 +181,26 @@ final class SpillStateStore private[spillstore] (
     row
   }
 
-  private def pairs(entries: Iterator[(Array[Byte], Array[Byte])]): StateStoreIterator[UnsafeRowPair] = {
+  private def pairs(entries: Iterator[(Array[Byte], Array[Byte])],
+      onClose: () => Unit = () => ()): StateStoreIterator[UnsafeRowPair] = {
     val pair = new UnsafeRowPair()
     new StateStoreIterator(entries.map { case (k, v) =>
       val key = new UnsafeRow(keyFields)
       key.pointTo(k, k.length)
       pair.withRows(key, valueRow(v))
-    })
+    }, onClose)
   }
 
-  private def checkReadable(colFamilyName: String): Unit = {
-    checkColumnFamily(colFamilyName)
+  /** Under the lease: this view itself must still be open. */
+  private def checkOpen(): Unit = {
     if (state == Invalidated) throw invalidated()
+    if (state != Updating) {
+      throw new IllegalStateException(s"$this is already ${state.name}; cannot use it")
+    }
   }
 
-  private def checkWritable(colFamilyName: String): Unit = {
-    checkColumnFamily(colFamilyName)
-    if (!writable) {
-      throw new UnsupportedOperationException(s"$this is read-only; upgrade it to write")
-    }
-    if (state == Invalidated || (state == Updating && !provider.isOwner(this))) {
-      throw invalidated()
-    }
-    if (state != Updating) {
-      throw new IllegalStateException(s"$this is already ${state.name}; cannot change it")
-    }
+  private def checkWritable(): Unit = if (!writable) {
+    throw new UnsupportedOperationException(s"$this is read-only; upgrade it to write")
   }
 
   private def checkColumnFamily(name: String): Unit =
@@ -175,8 +211,9 @@ final class SpillStateStore private[spillstore] (
       "attempt); this attempt's changes are discarded")
 
   private def unsupported(what: String): Nothing = throw new UnsupportedOperationException(
-    s"spillstore does not support $what yet (needed by transformWithState); " +
-      "use org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider for it")
+    s"spillstore does not support $what yet ($this); a query that needs it (such as " +
+      "transformWithState) must use " +
+      "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider")
 }
 
 object SpillStateStore {
@@ -187,8 +224,13 @@ object SpillStateStore {
   case object Released extends State("released")
   case object Invalidated extends State("invalidated")
 
+  /** The live state's figures at one moment, for metrics. */
+  final case class LiveFigures(numKeys: Long, heapBytes: Long, heapEntries: Long,
+      coldEntries: Long, coldBytes: Long, budgetShare: Long)
+
   /** What a commit did, including the tier counters of the batch it closed. */
   final case class CommitStats(bytes: Long, records: Long, millis: Long, forcedSnapshot: Boolean,
-      tiers: TierCounters)
-  val NoCommit: CommitStats = CommitStats(0, 0, 0, forcedSnapshot = false, TierCounters.Zero)
+      tiers: TierCounters, live: LiveFigures)
+  val NoCommit: CommitStats = CommitStats(0, 0, 0, forcedSnapshot = false, TierCounters.Zero,
+    LiveFigures(0, 0, 0, 0, 0, 0))
 }

@@ -14,22 +14,33 @@ import org.apache.spark.sql.types.StructType
 
 import spillstore.SpillStateStore.CommitStats
 import spillstore.checkpoint.{CheckpointDir, Cleaner, Snapshotter, StateFile}
-import spillstore.cold.ColdKeyFilter
+import spillstore.cold.{ColdKeyFilter, ColdTier}
 import spillstore.heap.PrefixIndex
 import spillstore.memory.MemoryManager
 import spillstore.metrics.SpillStoreMetrics
 import spillstore.recovery.Recovery
-import spillstore.tiered.TieredState
+import spillstore.tiered.{Lease, TieredState}
 
 /**
  * spillstore's `StateStoreProvider`: one per (operator, partition, store name) on an executor.
  * It wires the tiered live state, the journal writer, recovery and maintenance together and
  * owns the version the live state is at.
  *
- * Threads: the task thread opens, changes and commits stores; Spark's maintenance pools call
- * `doSnapshotMaintenance` and `doCleanupMaintenance`, which work on checkpoint files only and
- * serialize with each other on `fileMaintenance`. Version and ownership changes synchronize
- * on the provider.
+ * Threads and ownership (the state table is [[TieredState]]'s):
+ *  - Task threads open stores. Every store call runs under the live state's lock and only
+ *    while the store's [[Lease]] is current. A task's read and write stores share one lease
+ *    (a 4.1+ upgrade, or 3.5/4.0's separate read and write stores in one task); a store opened
+ *    by another task attempt (a retry, a speculative copy) revokes the older lease, aborting
+ *    its batch: the newest attempt wins and the older one's next call throws.
+ *  - A lease ends at commit, at abort of its write store, or at the end of its task (the
+ *    completion listener); ending it twice is a no-op.
+ *  - Spark's maintenance pools call `doSnapshotMaintenance` / `doCleanupMaintenance`: they work
+ *    on checkpoint files only and serialize with each other (and a forced snapshot) on
+ *    `fileMaintenance`, never touching the live state. `close` (Spark's unload, on a
+ *    maintenance thread) waits for the call in progress, then frees the live state; a store
+ *    still open then fails its next call instead of touching freed memory.
+ *  - Relief rounds of the executor's memory manager spill the live state only while it is idle.
+ * `loadedVersion` and `writer` are guarded by the live state's lock.
  */
 class SpillStoreProvider extends StateStoreProvider with Logging {
   // The driver instantiates providers only to ask for supportedCustomMetrics: keep it cheap.
@@ -47,16 +58,9 @@ class SpillStoreProvider extends StateStoreProvider with Logging {
   private var memory: MemoryManager = _
 
   /** Committed version the heap holds; -1 when it must be loaded before use. */
-  @volatile private var loadedVersion = -1L
-  /** The one store allowed to change the live state, if any. */
-  @volatile private var owner: SpillStateStore = _
-  /**
-   * Held by a store while it checks that it owns the live state and changes it, and by a
-   * takeover while it aborts and invalidates the previous owner: a zombie that passed the
-   * ownership check cannot write into the batch of the attempt that replaced it. Never held
-   * while taking the provider's monitor, so it adds no lock cycle.
-   */
-  private val writeLock = new ReentrantLock()
+  private var loadedVersion = -1L
+  /** The write store of the current lease with its batch open, if any. */
+  private var writer: SpillStateStore = _
 
   override def init(
       stateStoreId: StateStoreId,
@@ -97,8 +101,9 @@ class SpillStoreProvider extends StateStoreProvider with Logging {
     val filterMax = math.max(64L << 10, math.min(ColdKeyFilter.MaxBytes,
       memory.effectiveBudgetBytes / 16))
     this.state = new TieredState(s"op${stateStoreId.operatorId}-p${stateStoreId.partitionId}-" +
-      stateStoreId.storeName, index, () => conf.localDir, enforceBudget, reportEvery, filterMax)
-    memory.register(state)
+      stateStoreId.storeName, index, () => conf.localDir, enforceBudget, reportEvery, filterMax,
+      coldTiers)
+    memory.register(state, conf.memory)
     this.recovery = new Recovery(dir)
     this.snapshotter = new Snapshotter(dir, () => conf.localDir)
     this.cleaner = new Cleaner(dir)
@@ -128,6 +133,9 @@ class SpillStoreProvider extends StateStoreProvider with Logging {
 
   private[spillstore] def checkpointPath: Path = dir.path
 
+  /** How cold tiers are opened; tests substitute one whose writes fail. */
+  private[spillstore] var coldTiers: (java.io.File, String) => ColdTier = ColdTier.create
+
   override def getStore(
       version: Long,
       stateStoreCkptId: Option[String],
@@ -137,52 +145,80 @@ class SpillStoreProvider extends StateStoreProvider with Logging {
       throw new UnsupportedOperationException(
         s"spillstore does not support loading an empty store (loadEmpty) for $storeId yet")
     }
-    open(version, writable = true, forceSnapshotOnCommit, newBatch = true)
+    open(version, writable = true, forceSnapshotOnCommit, upgrading = null)
   }
 
   override def getReadStore(version: Long, uniqueId: Option[String]): ReadStateStore =
-    open(version, writable = false, forceSnapshotOnCommit = false, newBatch = true)
+    open(version, writable = false, forceSnapshotOnCommit = false, upgrading = null)
 
   override def upgradeReadStoreToWriteStore(
       readStore: ReadStateStore,
       version: Long,
       uniqueId: Option[String],
-      forceSnapshotOnCommit: Boolean): StateStore =
-    open(version, writable = true, forceSnapshotOnCommit, newBatch = false)
+      forceSnapshotOnCommit: Boolean): StateStore = readStore match {
+    case r: SpillStateStore if r.provider eq this =>
+      open(version, writable = true, forceSnapshotOnCommit, upgrading = r)
+    case other => throw new IllegalArgumentException(
+      s"Cannot upgrade $other to a write store of $this: it was not opened by this provider")
+  }
 
+  /**
+   * Opens a store on the live state at `version` under a lease (see the class doc): the lease
+   * of `upgrading`, the current lease when it is this task's, or a new one.
+   */
   private def open(version: Long, writable: Boolean, forceSnapshotOnCommit: Boolean,
-      newBatch: Boolean): SpillStateStore = synchronized {
+      upgrading: SpillStateStore): SpillStateStore = {
     if (version < 0) throw SpillStoreSparkBridge.unexpectedVersion(version)
-    val previous = owner
-    if (previous != null) {
-      // A batch left open: an attempt that failed without aborting, or one still running
-      // (zombie, speculation). Its changes are not committed, so they must not survive.
-      logWarning(s"$previous was still open when version $version was requested; aborting it")
-      writeLock.lock()
-      try {
+    val task = Option(TaskContext.get())
+    val taskAttemptId = task.map(_.taskAttemptId()).getOrElse(-1L)
+    val holder = task.map(t => s"task attempt $taskAttemptId (partition ${t.partitionId()})")
+      .getOrElse("a store opened outside a task") + s" of $this"
+    state.locked {
+      val current = state.currentLease
+      val (lease, fresh) =
+        if (upgrading != null) {
+          if (!state.holds(upgrading.lease)) {
+            throw new IllegalStateException(s"Cannot upgrade $upgrading to a write store: " +
+              s"its lease ended (${upgrading.lease.endedBy})")
+          }
+          (upgrading.lease, false)
+        } else if (current != null && taskAttemptId >= 0 && current.taskAttemptId == taskAttemptId) {
+          (current, false)
+        } else {
+          if (current != null) {
+            // An attempt that failed without aborting, or one still running (zombie,
+            // speculation): its batch is not committed, so it must not survive.
+            logWarning(s"$holder takes the live state over from ${current.holder}, " +
+              "whose store was still open; aborting its batch")
+            state.revoke(s"replaced by $holder (a retried or speculative attempt)")
+            invalidateWriter()
+          }
+          (state.acquire(holder, taskAttemptId), true)
+        }
+      // One batch at a time: a write store, or a version change, ends an open batch of this
+      // lease (a store left open by the same task).
+      if (writer != null && (writable || version != loadedVersion)) {
         state.abortBatch()
-        previous.state = SpillStateStore.Invalidated
-        owner = null
-      } finally writeLock.unlock()
+        invalidateWriter()
+      }
+      try ensureLoaded(version) catch {
+        case e: Throwable =>
+          if (fresh) state.release(lease, s"loading version $version failed: $e")
+          throw e
+      }
+      val store = new SpillStateStore(this, lease, version, writable, forceSnapshotOnCommit)
+      // Reported once, by the store opened after the repair (loads and maintenance both repair).
+      store.snapshotsRepaired = dir.takeRepairedSnapshots()
+      if (writable) writer = store
+      // Spark never releases read stores (4.1+), so the task's end is when the state is idle.
+      if (fresh) task.foreach(_.addTaskCompletionListener[Unit](_ => finish(lease)))
+      store
     }
-    // A new batch starts its statistics; an upgrade continues those of its read store.
-    // Acquired before loading: a load mutates both tiers, and another store's relief round
-    // spills any state that is not busy (trySpill), which raced with recovery.
-    if (newBatch) state.acquire()
-    try ensureLoaded(version) catch {
-      case e: Throwable =>
-        if (newBatch) state.release()
-        throw e
-    }
-    val store = new SpillStateStore(this, version, writable, forceSnapshotOnCommit)
-    // Reported once, by the store opened after the repair (loads and maintenance both repair).
-    store.snapshotsRepaired = dir.takeRepairedSnapshots()
-    if (writable) owner = store
-    // Spark never releases read stores (4.1+), so the task's end is when the state is idle.
-    Option(TaskContext.get()).foreach { ctx =>
-      ctx.addTaskCompletionListener[Unit](_ => finish(store))
-    }
-    store
+  }
+
+  private def invalidateWriter(): Unit = if (writer != null) {
+    writer.state = SpillStateStore.Invalidated
+    writer = null
   }
 
   /** Brings the heap to exactly `version`: as is, forward by journals, or by reloading. */
@@ -207,68 +243,99 @@ class SpillStoreProvider extends StateStoreProvider with Logging {
     }
   }
 
-  /** End of the task that opened `store`: abort it if it is still open, and go idle. */
-  private def finish(store: SpillStateStore): Unit = synchronized {
-    if (store.state == SpillStateStore.Updating && store.isWritable) abort(store)
-    else if (owner == null) state.release()
+  /** End of the task that took `lease`: abort its open batch, if any, and go idle. */
+  private def finish(lease: Lease): Unit = state.locked {
+    if (state.holds(lease)) {
+      if (writer != null) {
+        state.abortBatch()
+        writer.state = SpillStateStore.Aborted
+        writer = null
+      }
+      state.release(lease, "its task ended")
+    }
   }
 
-  private[spillstore] def isOwner(store: SpillStateStore): Boolean = owner eq store
-
-  /** Runs a change of the live state by `store` only while it owns it (see `writeLock`). */
-  private[spillstore] def changeAsOwner[T](store: SpillStateStore)(check: => Unit)(body: => T): T = {
-    writeLock.lock()
-    try { check; body } finally writeLock.unlock()
-  }
-
-  private[spillstore] def commit(store: SpillStateStore): Long = synchronized {
-    if (store.state == SpillStateStore.Invalidated ||
-      (store.state == SpillStateStore.Updating && store.isWritable && !isOwner(store))) {
-      throw new IllegalStateException(
-        s"Cannot commit $store: a newer attempt replaced it; its changes were discarded")
-    }
-    if (store.state != SpillStateStore.Updating || !store.isWritable) {
-      throw new IllegalStateException(s"Cannot commit $store: it is ${store.state.name}" +
-        (if (store.isWritable) "" else " and read-only"))
-    }
+  /**
+   * Commits `store`'s batch as version + 1. The journal is written first; once it is durable the
+   * version is committed whatever follows, so a failure to apply it to the live state (the cold
+   * tier's write) drops the live state, to be reloaded from the checkpoint by the next open.
+   */
+  private[spillstore] def commit(store: SpillStateStore): Long = {
     val newVersion = store.version + 1
-    val start = System.nanoTime()
-    val written = try dir.write(StateFile.Journal, newVersion)(state.writeJournal) catch {
-      case NonFatal(e) =>
-        abort(store)
-        throw SpillStoreSparkBridge.cannotCommit(store.toString, e)
+    val stats = state.locked {
+      if (!state.holds(store.lease)) {
+        throw new IllegalStateException(s"Cannot commit $store: its lease on the live state " +
+          s"ended (${store.lease.endedBy}); its changes were discarded")
+      }
+      if (store.state != SpillStateStore.Updating || !store.isWritable || (writer ne store)) {
+        throw new IllegalStateException(s"Cannot commit $store: it is ${store.state.name}" +
+          (if (store.isWritable) "" else " and read-only"))
+      }
+      val start = System.nanoTime()
+      val written = try dir.write(StateFile.Journal, newVersion)(state.writeJournal) catch {
+        case NonFatal(e) =>
+          endBatch(store, SpillStateStore.Aborted, "its commit failed")(state.abortBatch())
+          throw SpillStoreSparkBridge.cannotCommit(store.toString, e)
+      }
+      try state.commitBatch() catch {
+        case NonFatal(e) =>
+          logWarning(s"$storeId: version $newVersion is durable but the live state could not " +
+            s"apply it ($e); dropping the live state, to be reloaded from the checkpoint")
+          endBatch(store, SpillStateStore.Aborted, "its commit failed") {
+            loadedVersion = -1
+            state.clear()
+          }
+          throw SpillStoreSparkBridge.cannotCommit(store.toString, e)
+      }
+      val millis = (System.nanoTime() - start) / 1000000
+      loadedVersion = newVersion
+      // After release, so that evictions the commit made room for count in this batch.
+      endBatch(store, SpillStateStore.Committed, "committed")(())
+      logDebug(s"Committed $store as version $newVersion (${written.records} changes, " +
+        s"${written.bytes} bytes, $millis ms)")
+      CommitStats(written.bytes, written.records, millis, store.snapshotOnCommit,
+        state.takeBatchCounters(), liveFigures())
     }
-    state.commitBatch()
-    val millis = (System.nanoTime() - start) / 1000000
-    loadedVersion = newVersion
-    owner = null
-    state.release()
-    logDebug(s"Committed $store as version $newVersion (${written.records} changes, " +
-      s"${written.bytes} bytes, $millis ms)")
+    store.committed(newVersion, stats)
     if (conf.reportCommits) SpillStoreSparkBridge.reportCommit(storeId, hadoopConf, newVersion)
     // Spark asks for this when the coordinator sees this store's snapshots lagging. The version
-    // is durable already, so a failed snapshot must not fail the commit.
+    // is durable already, so a failed snapshot must not fail the commit. It works on files
+    // only, outside the live state's lock.
     if (store.snapshotOnCommit) {
       try snapshot(Some(newVersion)) catch {
         case NonFatal(e) => logWarning(s"Snapshot of version $newVersion of $storeId failed", e)
       }
     }
-    // After release, so evictions the commit made room for count in this batch.
-    store.committed(newVersion, CommitStats(written.bytes, written.records, millis,
-      store.snapshotOnCommit, state.takeBatchCounters()))
     newVersion
   }
 
-  private[spillstore] def abort(store: SpillStateStore): Unit = synchronized {
-    if (store.state == SpillStateStore.Updating) {
-      if (isOwner(store)) {
-        state.abortBatch()
-        owner = null
-        state.release()
-      }
-      store.state = SpillStateStore.Aborted
+  /** Under the lock: ends `store`'s batch with `change`, its state and its lease. */
+  private def endBatch(store: SpillStateStore, to: SpillStateStore.State, why: String)(
+      change: => Unit): Unit = {
+    try change finally {
+      if (writer eq store) writer = null
+      store.state = to
+      state.release(store.lease, why)
     }
   }
+
+  private[spillstore] def abort(store: SpillStateStore): Unit = state.locked {
+    if (store.state == SpillStateStore.Updating) {
+      if (store.isWritable) {
+        if (writer eq store) endBatch(store, SpillStateStore.Aborted, "aborted")(state.abortBatch())
+        else store.state = SpillStateStore.Aborted
+      } else {
+        // A read store ends its lease only when no write store of the lease has a batch open.
+        store.state = SpillStateStore.Released
+        if (writer == null || (writer.lease ne store.lease)) state.release(store.lease, "released")
+      }
+    }
+  }
+
+  /** Live figures for metrics; under the lock. */
+  private[spillstore] def liveFigures(): SpillStateStore.LiveFigures =
+    SpillStateStore.LiveFigures(state.numKeys, state.heapBytes, state.heapEntries,
+      state.coldKeyCount, state.coldBytes, budgetShare)
 
   override def doMaintenance(): Unit = {
     doSnapshotMaintenance()
@@ -297,14 +364,14 @@ class SpillStoreProvider extends StateStoreProvider with Logging {
     try body finally fileMaintenance.unlock()
   }
 
-  override def close(): Unit = synchronized {
-    if (owner != null) owner.state = SpillStateStore.Invalidated
-    owner = null
-    if (state != null) {
-      memory.unregister(state)
+  /** Spark's unload: waits for the call in progress, then frees the live state for good. */
+  override def close(): Unit = if (state != null) {
+    state.locked {
+      invalidateWriter()
+      loadedVersion = -1
       state.close()
     }
-    loadedVersion = -1
+    memory.unregister(state)
   }
 
   override def supportedCustomMetrics: Seq[StateStoreCustomMetric] = SpillStoreMetrics.all

@@ -16,6 +16,8 @@ import org.apache.spark.sql.internal.SQLConf
 import org.apache.spark.sql.types._
 import org.apache.spark.unsafe.types.UTF8String
 
+import spillstore.cold.ColdTier
+
 class SpillStoreProviderSuite extends AnyFunSuite {
   import SpillStoreProviderSuite._
 
@@ -161,8 +163,8 @@ class SpillStoreProviderSuite extends AnyFunSuite {
       zombie.put(key(1), value(1))
       val retry = p.getStore(0)
       assert(intercept[IllegalStateException](zombie.put(key(2), value(2)))
-        .getMessage.contains("replaced by a newer store"))
-      assert(intercept[IllegalStateException](zombie.commit()).getMessage.contains("newer attempt"))
+        .getMessage.contains("replaced by"))
+      assert(intercept[IllegalStateException](zombie.commit()).getMessage.contains("replaced by"))
       retry.put(key(3), value(3))
       retry.commit()
       val s = p.getStore(1)
@@ -285,7 +287,8 @@ class RecoveryUnderPressureSuite extends AnyFunSuite {
     val conf = new SQLConf
     conf.setConfString("spark.sql.streaming.stateStore.spillstore.memoryBudget", "512k")
     val keys = 20000L
-    val loaded = withProvider(sqlConf = conf) { (p, dir) =>
+    TempDirs.withTempDir("recovery-pressure") { root =>
+    val loaded = withProvider(root, sqlConf = conf) { (p, dir) =>
       val s = p.getStore(0)
       (0L until keys).foreach(i => s.put(key(i), value(i)))
       s.commit()
@@ -314,6 +317,7 @@ class RecoveryUnderPressureSuite extends AnyFunSuite {
         } finally { stop = true; t.join() }
       }
     }
+    }
   }
 }
 
@@ -328,8 +332,10 @@ object SpillStoreProviderSuite {
 
   /** An initialized provider for partition `partition` of operator 0 under checkpoint `root`. */
   def openProvider(root: String, sqlConf: SQLConf = new SQLConf, keySchema: StructType = keySchema,
-      spec: KeyStateEncoderSpec = null, partition: Int = 0): SpillStoreProvider = {
+      spec: KeyStateEncoderSpec = null, partition: Int = 0,
+      coldTiers: (File, String) => ColdTier = ColdTier.create): SpillStoreProvider = {
     val p = new SpillStoreProvider
+    p.coldTiers = coldTiers
     val hadoopConf = new Configuration
     hadoopConf.set("sql.streaming.runId", UUID.randomUUID().toString)
     p.init(StateStoreId(root, 0, partition), keySchema, valueSchema,
@@ -339,12 +345,26 @@ object SpillStoreProviderSuite {
     p
   }
 
-  /** Runs `f` with an initialized provider and its store directory under checkpoint `root`. */
-  def withProvider[T](root: String = Files.createTempDirectory("spill").toString, sqlConf: SQLConf = new SQLConf,
-      keySchema: StructType = keySchema, spec: KeyStateEncoderSpec = null)(
+  /**
+   * Runs `f` with an initialized provider and its store directory under checkpoint `root`
+   * (by default a temp dir, deleted afterwards).
+   */
+  def withProvider[T](root: String = null, sqlConf: SQLConf = new SQLConf,
+      keySchema: StructType = keySchema, spec: KeyStateEncoderSpec = null,
+      coldTiers: (File, String) => ColdTier = ColdTier.create)(
       f: (SpillStoreProvider, String) => T): T = {
-    val p = openProvider(root, sqlConf, keySchema, spec)
+    if (root == null) {
+      return TempDirs.withTempDir("spill")(r => withProvider(r, sqlConf, keySchema, spec, coldTiers)(f))
+    }
+    val p = openProvider(root, sqlConf, keySchema, spec, coldTiers = coldTiers)
     try f(p, p.stateStoreId.storeCheckpointLocation().toUri.getPath) finally p.close()
+  }
+
+  /** A conf with spillstore's memory budget set (a size such as "1m"). */
+  def budgetConf(budget: String): SQLConf = {
+    val c = new SQLConf
+    c.setConfString("spark.sql.streaming.stateStore.spillstore.memoryBudget", budget)
+    c
   }
 
   def contents(s: ReadStateStore): Map[Long, Long] =
@@ -391,12 +411,6 @@ object SpillStoreProviderSuite {
 
 class SpillStoreBudgetSuite extends AnyFunSuite {
   import SpillStoreProviderSuite._
-
-  private def budgetConf(budget: String): SQLConf = {
-    val c = new SQLConf
-    c.setConfString("spark.sql.streaming.stateStore.spillstore.memoryBudget", budget)
-    c
-  }
 
   test("after each commit the heap is back under the budget; only the open batch exceeds it") {
     val budget = 1L << 20

@@ -18,7 +18,7 @@ import org.apache.spark.internal.Logging
  *
  * Not thread-safe beyond what RocksDB itself guarantees: the owning provider serializes use.
  */
-final class ColdTier private (val dir: File) extends AutoCloseable with Logging {
+class ColdTier private[spillstore] (val dir: File) extends AutoCloseable with Logging {
   import ColdTier._
 
   private val filter = new BloomFilter(10.0, false)
@@ -44,26 +44,13 @@ final class ColdTier private (val dir: File) extends AutoCloseable with Logging 
   /** Applies puts (value non-null) and deletes in one write. */
   def write(batch: WriteBatch): Unit = db.write(writeOptions, batch)
 
-  /** Entries in key order from `from` (inclusive; null = first) while `keep(key)` holds. */
-  def scan(from: Array[Byte], keep: Array[Byte] => Boolean): Iterator[(Array[Byte], Array[Byte])] = {
-    val it = db.newIterator(readOptions)
-    if (from == null) it.seekToFirst() else it.seek(from)
-    new Iterator[(Array[Byte], Array[Byte])] {
-      private var open = true
-      private def valid: Boolean = open && {
-        val ok = it.isValid && keep(it.key())
-        if (!ok) { it.close(); open = false }
-        ok
-      }
-      override def hasNext: Boolean = valid
-      override def next(): (Array[Byte], Array[Byte]) = {
-        if (!valid) throw new NoSuchElementException("cold tier scan is exhausted")
-        val kv = (it.key(), it.value())
-        it.next()
-        kv
-      }
-    }
-  }
+  /**
+   * Entries in key order from `from` (inclusive; null = first) while `keep(key)` holds. The
+   * scan holds a native iterator until it is exhausted or closed: its owner must close it
+   * before this tier closes.
+   */
+  def scan(from: Array[Byte], keep: Array[Byte] => Boolean): ColdTier.Scan =
+    new ColdTier.Scan(db.newIterator(readOptions), from, keep)
 
   /** Bytes RocksDB holds on disk and in memtables. */
   def approximateBytes: Long = try {
@@ -82,6 +69,30 @@ final class ColdTier private (val dir: File) extends AutoCloseable with Logging 
 }
 
 object ColdTier extends Logging {
+  /** A scan of a cold tier; see [[ColdTier.scan]]. Closing it twice is harmless. */
+  final class Scan private[ColdTier] (it: RocksIterator, from: Array[Byte],
+      keep: Array[Byte] => Boolean) extends Iterator[(Array[Byte], Array[Byte])] with AutoCloseable {
+    private var open = true
+    if (from == null) it.seekToFirst() else it.seek(from)
+
+    private def valid: Boolean = open && {
+      val ok = it.isValid && keep(it.key())
+      if (!ok) close()
+      ok
+    }
+
+    override def hasNext: Boolean = valid
+    override def next(): (Array[Byte], Array[Byte]) = {
+      if (!valid) throw new NoSuchElementException("cold tier scan is exhausted")
+      val kv = (it.key(), it.value())
+      it.next()
+      kv
+    }
+
+    def isOpen: Boolean = open
+    override def close(): Unit = if (open) { open = false; it.close() }
+  }
+
   private val BlockCacheBytes = 8L << 20
   private val WriteBufferBytes = 16L << 20
 
@@ -92,24 +103,19 @@ object ColdTier extends Logging {
 
   /**
    * Opens a new, empty cold tier in a directory of its own under `parent` (the executor's local
-   * dir: never the checkpoint directory). The name carries the store's id for operators'
-   * benefit and a UUID so that two providers never share it.
+   * dir: never the checkpoint directory), inside this JVM's per-JVM directory there, so that
+   * whatever a dead JVM leaves is reclaimed (see [[LocalDirs]]). The name carries the store's id
+   * for operators' benefit and a UUID so that two providers never share it.
    */
   def create(parent: File, storeName: String): ColdTier = {
     nativeLoaded
-    if (!parent.isDirectory && !parent.mkdirs()) {
-      throw new IllegalStateException(s"spillstore cannot create its local directory $parent " +
-        "for the cold tier; check spark.local.dir / SPARK_LOCAL_DIRS or " +
-        "spark.sql.streaming.stateStore.spillstore.localDir")
-    }
-    val dir = new File(parent, s"spillstore-$storeName-${UUID.randomUUID()}")
+    val dir = new File(LocalDirs.jvmDirUnder(parent), s"spillstore-$storeName-${UUID.randomUUID()}")
     try new ColdTier(dir) catch {
       case e: RocksDBException =>
         FileUtils.deleteQuietly(dir)
         throw new IllegalStateException(
-          s"spillstore cannot open its cold tier (RocksDB) in $dir: ${e.getMessage}; check " +
-            "spark.local.dir / SPARK_LOCAL_DIRS or spark.sql.streaming.stateStore.spillstore.localDir",
-          e)
+          s"spillstore cannot open its cold tier (RocksDB) in $dir: ${e.getMessage}; " +
+            LocalDirs.ConfHint, e)
     }
   }
 }

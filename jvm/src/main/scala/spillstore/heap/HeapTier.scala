@@ -1,6 +1,5 @@
 package spillstore.heap
 
-import scala.collection.mutable.ArrayBuffer
 
 import org.apache.spark.unsafe.Platform
 import org.apache.spark.unsafe.array.ByteArrayMethods
@@ -45,22 +44,26 @@ final class HeapTier(listener: HeapTier.Listener = HeapTier.NoListener) {
   private var byteCount = 0L
   /** Position of the CLOCK hand in `dense`. */
   private var hand = 0
-  private val changes = new ArrayBuffer[Entry]
+  /** The open batch's changed entries, each once, in first-change order: `changes(0 until changeCount)`. */
+  private var changes = new Array[Entry](InitialCapacity)
+  private var changeCount = 0
+  /** Bytes of the committed values the open batch replaced (kept for abort). */
+  private var undoBytes = 0L
 
   def numLiveEntries: Long = liveCount
-  /** Entries' bytes, the two reference arrays (4 bytes a slot, compressed oops) and the pins. */
-  def estimatedBytes: Long = byteCount + table.length.toLong * 4 + dense.length.toLong * 5
-  def numChanges: Int = changes.size
+  def numChanges: Int = changeCount
+
+  /**
+   * Entries' bytes; the hash table, the dense array, the pins and the change list (4 bytes a
+   * reference with compressed oops, 1 a pin); the open batch's undo values; and what the
+   * listener (the prefix index) keeps per entry.
+   */
+  def estimatedBytes: Long = byteCount + table.length.toLong * 4 + dense.length.toLong * 5 +
+    changes.length.toLong * 4 + undoBytes + listener.estimatedBytes
 
   /** Entries (live or tombstones) at positions [0, numSlots); see [[entryAt]]. */
   def numSlots: Int = entriesInTable
   def entryAt(slot: Int): Entry = dense(slot)
-
-  /** The live entry for the key bytes at (base, offset, length), or null. Marks it used. */
-  def get(base: AnyRef, offset: Long, length: Int, hash: Int): Entry = {
-    val e = find(base, offset, length, hash)
-    if (e == null || !e.isLive) null else { touch(e); e }
-  }
 
   /**
    * The entry for the key, live or removed in the open batch (a tombstone), or null when the
@@ -72,19 +75,6 @@ final class HeapTier(listener: HeapTier.Listener = HeapTier.NoListener) {
     e
   }
 
-
-
-  /** Sets the key's value in the open batch; `value` must be a fresh array owned by the tier. */
-  def put(base: AnyRef, offset: Long, length: Int, hash: Int, value: Array[Byte]): Unit = {
-    val e = find(base, offset, length, hash)
-    if (e == null) insertChanged(hash, copyOf(base, offset, length), value) else update(e, value)
-  }
-
-  /** Removes the key in the open batch; a no-op when it is absent. */
-  def remove(base: AnyRef, offset: Long, length: Int, hash: Int): Unit = {
-    val e = find(base, offset, length, hash)
-    if (e != null && e.isLive) removeEntry(e)
-  }
 
   /** Sets an entry's value in the open batch. */
   def update(e: Entry, value: Array[Byte]): Unit = {
@@ -108,15 +98,17 @@ final class HeapTier(listener: HeapTier.Listener = HeapTier.NoListener) {
   }
 
   /** The open batch's changed entries, each once, in first-change order. */
-  def changedEntries: collection.IndexedSeq[Entry] = changes
+  def changedEntries: collection.IndexedSeq[Entry] = changeView
 
-  /** Whether the batch's change to `e` is a net change worth journaling. */
-  def isNetChange(e: Entry): Boolean = e.isLive || e.existed
+  private object changeView extends collection.IndexedSeq[Entry] {
+    override def apply(i: Int): Entry = changes(i)
+    override def length: Int = changeCount
+  }
 
   /** Makes the open batch's changes the committed state. */
   def commitBatch(): Unit = {
     var i = 0
-    while (i < changes.size) {
+    while (i < changeCount) {
       val e = changes(i)
       if (!e.isLive) unlink(e) else pins(e.slot) = 0
       e.undo = null
@@ -128,7 +120,7 @@ final class HeapTier(listener: HeapTier.Listener = HeapTier.NoListener) {
 
   /** Restores the committed state from before the open batch. */
   def abortBatch(): Unit = {
-    var i = changes.size - 1
+    var i = changeCount - 1
     while (i >= 0) {
       val e = changes(i)
       if (e.existed) { setValue(e, e.undo); pins(e.slot) = 0 } else { setValue(e, null); unlink(e) }
@@ -141,8 +133,12 @@ final class HeapTier(listener: HeapTier.Listener = HeapTier.NoListener) {
 
   // A big batch (a preload, a recovery) must not leave a change-list array as large as the
   // state behind for good: 4 bytes an entry, the per-entry cost a heap tier is measured by.
-  private def resetChanges(): Unit =
-    if (changes.size > ChangeListKeep) changes.clearAndShrink(ChangeListKeep) else changes.clear()
+  private def resetChanges(): Unit = {
+    if (changes.length > ChangeListKeep) changes = new Array[Entry](ChangeListKeep)
+    else java.util.Arrays.fill(changes.asInstanceOf[Array[AnyRef]], 0, changeCount, null)
+    changeCount = 0
+    undoBytes = 0
+  }
 
   /** Adds a committed entry outside any batch (recovery, promotion). */
   def insertCommitted(hash: Int, key: Array[Byte], value: Array[Byte], cold: Byte): Entry = {
@@ -199,7 +195,7 @@ final class HeapTier(listener: HeapTier.Listener = HeapTier.NoListener) {
     liveCount = 0
     byteCount = 0
     hand = 0
-    changes.clear()
+    resetChanges()
   }
 
   private def find(base: AnyRef, offset: Long, length: Int, hash: Int): Entry = {
@@ -258,10 +254,13 @@ final class HeapTier(listener: HeapTier.Listener = HeapTier.NoListener) {
   private def recordChange(e: Entry): Unit = if (!e.changed) {
     e.flags = if (e.isLive) (Entry.Changed | Entry.Existed).toByte else Entry.Changed
     e.undo = e.value
+    if (e.undo != null) undoBytes += e.undo.length + ArrayHeader
     pins(e.slot) = 1
     // Conservative: after an abort the cold copy is rewritten once more than needed.
     if (e.cold == Entry.ColdClean) e.cold = Entry.ColdStale
-    changes += e
+    if (changeCount == changes.length) changes = java.util.Arrays.copyOf(changes, changeCount * 2)
+    changes(changeCount) = e
+    changeCount += 1
   }
 
   // Written only when clear, so hot entries' cache lines are not dirtied on every read.
@@ -311,18 +310,22 @@ final class HeapTier(listener: HeapTier.Listener = HeapTier.NoListener) {
 object HeapTier {
   private val InitialCapacity = 64
   private val ChangeListKeep = 4096
+  private val ArrayHeader = 16
 
   /** Seam for structures that follow the table's membership (the prefix index). */
   trait Listener {
     def inserted(e: Entry): Unit
     def unlinked(e: Entry): Unit
     def cleared(): Unit
+    /** Heap bytes the listener keeps for the entries it follows; counted in the budget. */
+    def estimatedBytes: Long
   }
 
   object NoListener extends Listener {
     def inserted(e: Entry): Unit = ()
     def unlinked(e: Entry): Unit = ()
     def cleared(): Unit = ()
+    def estimatedBytes: Long = 0L
   }
 
   /** The hash Spark's `UnsafeRow.hashCode` gives the same bytes. */

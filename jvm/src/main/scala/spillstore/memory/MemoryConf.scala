@@ -6,8 +6,8 @@ import org.apache.spark.network.util.JavaUtils
  * The memory manager's knobs, validated where they are built so that no code path can hold a
  * budget of zero or thresholds that cross; every error names the full conf key and its range.
  *
- * The manager is executor-wide but confs arrive with each provider's init: the latest
- * [[MemoryManager.get]] wins and a change is logged at INFO (see [[MemoryManager.configure]]).
+ * The manager is executor-wide but confs arrive with each provider's init: the strictest of
+ * the loaded providers' confs is in force (see [[MemoryConf.strictest]]).
  *
  * @param budgetBytes absolute byte budget for all providers' heap tiers together; when set it
  *                    takes precedence over `budgetFraction`
@@ -33,6 +33,12 @@ final case class MemoryConf(
     HighRange)
   check(pressureLowThreshold > 0 && pressureLowThreshold < pressureHighThreshold, LowKey,
     pressureLowThreshold, lowRange(pressureHighThreshold.toString))
+
+  /** In the conf keys' names, for logs and errors. */
+  override def toString: String =
+    s"$BudgetKey=${budgetBytes.getOrElse("unset")}, $FractionKey=$budgetFraction, " +
+      s"$MaxEntriesKey=$maxEntries, $MonitorKey=$pressureMonitor, " +
+      s"$HighKey=$pressureHighThreshold, $LowKey=$pressureLowThreshold"
 
   /** The byte budget on a JVM whose heap can grow to `maxHeapBytes`. */
   def budgetFor(maxHeapBytes: Long): Long =
@@ -92,6 +98,24 @@ object MemoryConf {
       pressureHighThreshold = high,
       pressureLowThreshold = parsed(LowKey, lowRange(high.toString))(_.toDoubleOption)
         .getOrElse(d.pressureLowThreshold))
+  }
+
+  /**
+   * The stricter of two confs, key by key, on a heap of `maxHeapBytes`: the smaller budget (as
+   * that conf states it, bytes or fraction), the smaller non-zero entry cap, the monitor on if
+   * either has it, the lower thresholds (still low < high: the lower low is at most the low of
+   * the conf with the lower high).
+   */
+  def strictest(a: MemoryConf, b: MemoryConf, maxHeapBytes: Long): MemoryConf = if (a == b) a else {
+    val budget = if (a.budgetFor(maxHeapBytes) <= b.budgetFor(maxHeapBytes)) a else b
+    val caps = Seq(a.maxEntries, b.maxEntries).filter(_ > 0)
+    MemoryConf(
+      budgetBytes = budget.budgetBytes,
+      budgetFraction = budget.budgetFraction,
+      maxEntries = if (caps.isEmpty) 0L else caps.min,
+      pressureMonitor = a.pressureMonitor || b.pressureMonitor,
+      pressureHighThreshold = math.min(a.pressureHighThreshold, b.pressureHighThreshold),
+      pressureLowThreshold = math.min(a.pressureLowThreshold, b.pressureLowThreshold))
   }
 
   private def check(ok: Boolean, key: String, value: Any, expected: String): Unit =

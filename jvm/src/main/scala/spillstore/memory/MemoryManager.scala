@@ -1,9 +1,10 @@
 package spillstore.memory
 
 import java.util.concurrent.ConcurrentHashMap
-import java.util.concurrent.atomic.{AtomicLong, AtomicReference}
+import java.util.concurrent.atomic.{AtomicBoolean, AtomicLong, AtomicReference}
 
 import scala.collection.mutable.ArrayBuffer
+import scala.jdk.CollectionConverters._
 import scala.util.control.NonFatal
 
 import org.apache.spark.internal.Logging
@@ -52,6 +53,16 @@ import org.apache.spark.internal.Logging
  *  - Conf changes and the pressure factor synchronize on the manager (rare; no `Spillable` is
  *    called under it).
  *
+ * '''Threads.''' Relief rounds run on the thread of the owner that reports (a task thread,
+ * already holding its own state's lock: other states are only tryLocked) or, for the pressure
+ * monitor, on `relief` (by default one daemon thread per JVM, "spillstore-memory-relief"), never
+ * on the JVM's GC-notification thread, which RocksDB writes would hold up.
+ *
+ * '''Conf.''' The budget is executor-wide but confs arrive with each provider (per query): the
+ * conf in force is the strictest of the registered providers' confs (smallest budget, smallest
+ * entry cap, monitor on if any asks for it, lowest thresholds), so no query gets more than it
+ * asked for; a provider whose conf differs from the others' gets a WARN naming both.
+ *
  * '''Slack.''' Once all owners have reported their growth and honoured their requests, the
  * total is within the effective budget: no slack at rest. While tasks run, it can exceed it by
  * what owners grew since their last report plus shrinks requested from busy owners and not yet
@@ -66,13 +77,17 @@ final class MemoryManager(
     initialConf: MemoryConf,
     maxHeapBytes: Long = Runtime.getRuntime.maxMemory,
     clock: () => Long = () => System.nanoTime(),
-    heapStatus: HeapStatusSource = JvmHeapStatus) extends AutoCloseable with Logging {
+    heapStatus: HeapStatusSource = JvmHeapStatus,
+    relief: Runnable => Unit = MemoryManager.ReliefThread.execute) extends AutoCloseable with Logging {
   import MemoryManager._
 
   private val accounts = new ConcurrentHashMap[Spillable, Account]
   private val bytesTotal = new AtomicLong
   private val entriesTotal = new AtomicLong
   private val planLock = new Object
+  private val reliefPending = new AtomicBoolean
+  /** Confs already warned about (see [[register]]); under `this`. */
+  private val warnedConfs = new java.util.HashSet[MemoryConf]
 
   // Written under `this`; volatile so that `report` reads them without a lock.
   @volatile private var conf: MemoryConf = _
@@ -87,19 +102,40 @@ final class MemoryManager(
   /**
    * Counts `s` in from now on (its current size included); registering it again is a no-op.
    * Spillables are told apart by `equals`, so a heap tier should keep identity equality.
+   * `withConf` (its provider's) joins the confs the one in force is the strictest of.
    */
-  def register(s: Spillable): Unit = {
-    val a = new Account(s)
-    if (accounts.putIfAbsent(s, a) == null) sync(a)
+  def register(s: Spillable, withConf: MemoryConf = null): Unit = {
+    val a = new Account(s, withConf)
+    if (accounts.putIfAbsent(s, a) == null) {
+      sync(a)
+      if (withConf != null) confsChanged(arriving = withConf, of = a)
+    }
   }
 
-  /** Forgets `s` and its bytes; any claim on it goes with it. */
+  /** Forgets `s` and its bytes; any claim on it goes with it, and its conf. */
   def unregister(s: Spillable): Unit = {
     val a = accounts.remove(s)
     if (a != null) {
       a.closed = true
       zero(a)
+      if (a.conf != null) confsChanged(arriving = null, of = a)
     }
+  }
+
+  /** Applies the strictest of the registered confs; warns when an arriving one differs. */
+  private def confsChanged(arriving: MemoryConf, of: Account): Unit = {
+    val strictest = synchronized {
+      val others = accounts.values.asScala.iterator.filter(_ ne of).flatMap(a => Option(a.conf))
+        .reduceOption(MemoryConf.strictest(_, _, maxHeapBytes))
+      if (arriving != null && others.exists(_ != arriving) && warnedConfs.add(arriving)) {
+        logWarning(s"spillstore's memory settings are executor-wide, and a store asks for " +
+          s"$arriving while the other loaded stores' come to ${others.get}: the strictest " +
+          s"applies. Set ${MemoryConf.Prefix}* once for the application (its Spark conf) to " +
+          "give every query the same values.")
+      }
+      (others ++ Option(arriving)).reduceOption(MemoryConf.strictest(_, _, maxHeapBytes))
+    }
+    strictest.foreach(configure)
   }
 
   /**
@@ -127,8 +163,8 @@ final class MemoryManager(
   }
 
   /**
-   * Applies a provider's conf. The manager is executor-wide but confs come with each provider,
-   * so the latest one wins; a change is logged at INFO, and a lower budget takes effect at once.
+   * Puts `newConf` in force (from [[register]]: the strictest of the registered providers'); a
+   * change is logged at INFO, and a lower budget takes effect at once, on the calling thread.
    */
   def configure(newConf: MemoryConf): Unit = {
     val changed = synchronized {
@@ -136,8 +172,7 @@ final class MemoryManager(
       if (newConf == old) false
       else {
         if (old != null) {
-          logInfo(s"spillstore memory conf changed by a provider's init (the latest wins): " +
-            s"$old -> $newConf")
+          logInfo(s"spillstore memory conf in force: $old -> $newConf")
         }
         conf = newConf
         budgetBytes = newConf.budgetFor(maxHeapBytes)
@@ -169,10 +204,17 @@ final class MemoryManager(
     effectiveBytes = math.max(1L, (budgetBytes * factor).toLong)
   }
 
-  /** From the monitor's thread: the factor moved, or the heap is full after a GC. */
+  /**
+   * From the monitor's thread (the JVM's GC notifications): the factor moved, or the heap is
+   * full after a GC. The relief round itself goes to `relief`; rounds asked for while one is
+   * pending are one round.
+   */
   private def pressureChanged(): Unit = {
     synchronized(updateBudgetInForce())
-    relieveIfOver()
+    if (reliefPending.compareAndSet(false, true)) relief(() => {
+      reliefPending.set(false)
+      relieveIfOver()
+    })
   }
 
   private def relieveIfOver(): Unit = if (!withinLimits) relieve(null)
@@ -337,23 +379,29 @@ object MemoryManager {
   private var instance: MemoryManager = _
 
   /**
-   * The executor's manager, created on first use with the JVM's real heap readings; later calls
-   * apply their conf to it (see [[MemoryManager.configure]]).
+   * The executor's manager, created on first use (with `conf` and the JVM's real heap
+   * readings). Providers' confs take effect when they [[MemoryManager.register]].
    */
-  def get(conf: MemoryConf): MemoryManager = {
-    val m = synchronized {
-      if (instance == null) instance = new MemoryManager(conf)
-      instance
+  def get(conf: MemoryConf): MemoryManager = synchronized {
+    if (instance == null) instance = new MemoryManager(conf)
+    instance
+  }
+
+  /** Runs relief rounds asked for by the pressure monitor: one daemon thread per JVM. */
+  private[memory] object ReliefThread {
+    private lazy val executor = java.util.concurrent.Executors.newSingleThreadExecutor { r =>
+      val t = new Thread(r, "spillstore-memory-relief")
+      t.setDaemon(true)
+      t
     }
-    m.configure(conf)
-    m
+    def execute(r: Runnable): Unit = executor.execute(r)
   }
 
   /** How much to evict to get from `total` to the low-water mark of `limit`; 0 within it. */
   private def excess(total: Long, limit: Long): Long =
     if (total <= limit) 0L else total - (limit * LowWaterRatio).toLong
 
-  private final class Account(val spillable: Spillable) {
+  private final class Account(val spillable: Spillable, val conf: MemoryConf) {
     /** heapBytes / heapEntries as last added to the totals. */
     val bytes = new AtomicLong
     val entries = new AtomicLong

@@ -1,6 +1,7 @@
 package spillstore.tiered
 
 import java.io.File
+import java.util.concurrent.locks.ReentrantLock
 
 import scala.collection.mutable.ArrayBuffer
 
@@ -25,8 +26,30 @@ import spillstore.memory.Spillable
  * when it is there, so every changed entry knows whether it existed, and each entry knows what
  * RocksDB holds for it. That keeps journals, the key count and the cold tier exact.
  *
- * Threads: the owning task thread uses it between `acquire` and `release`; any other thread
- * may only call the [[Spillable]] members, and `trySpill` evicts only while it is released.
+ * == Ownership ==
+ * Everything here (both tiers, the open batch, open scans, counters) is read and changed only
+ * by a thread holding `lock`, one call at a time, and changed by a task only while it holds the
+ * current [[Lease]]. Every method that touches the state checks the lock and throws
+ * `IllegalStateException` (naming this state and its phase) when it is not held.
+ *
+ * {{{
+ * phase  | lease | who takes `lock` (thread)              | what it may do                | next phase
+ * -------+-------+-----------------------------------------+-------------------------------+-----------
+ * idle   | none  | a relief round (any thread, tryLock)    | evict (`trySpill`): "spilling"| idle
+ *        |       | a task opening a store (task thread)    | `acquire`, then load (owned)  | owned
+ *        |       | an unload (maintenance thread)          | `close`                       | closed
+ * owned  | L     | L's stores, one call at a time (task)   | read, change, commit, abort,  | owned
+ *        |       |                                         | evict its own; `release(L)`   | idle
+ *        |       | a newer attempt opening (task thread)   | `revoke`: abort L's batch     | idle, then
+ *        |       |                                         |                               | owned by L'
+ *        |       | a relief round (tryLock)                | nothing: it only asks L to    | owned
+ *        |       |                                         | shrink (`requestShrink`)      |
+ *        |       | an unload (maintenance thread)          | `close`: L's next call throws | closed
+ * closed | none  | anyone                                  | nothing: every call throws    | closed
+ * }}}
+ *
+ * A thread blocks on `lock` only while holding no other state's lock (relief rounds, which run
+ * inside other states' calls, only tryLock), so no lock cycle can form.
  */
 final class TieredState(
     name: String,
@@ -34,8 +57,14 @@ final class TieredState(
     localDir: () => File,
     onGrowth: TieredState => Unit,
     reportEveryBytes: Long = TieredState.ReportEveryBytes,
-    coldFilterMaxBytes: Long = ColdKeyFilter.MaxBytes) extends Spillable with Logging {
+    coldFilterMaxBytes: Long = ColdKeyFilter.MaxBytes,
+    openCold: (File, String) => ColdTier = ColdTier.create) extends Spillable with Logging {
   import TieredState._
+
+  private val lock = new ReentrantLock()
+  /** The lease of the task that owns the state; null while idle or closed. Changed under lock. */
+  @volatile private var lease: Lease = _
+  @volatile private var closed = false
 
   val heap = new HeapTier(prefixIndex.getOrElse(HeapTier.NoListener))
   private val coldKeys: ColdKeys =
@@ -71,7 +100,6 @@ final class TieredState(
     batch
   }
 
-  @volatile private var busy = false // changed under this
   @volatile private var lastUsed = System.nanoTime()
   @volatile private var publishedBytes = 0L
   @volatile private var publishedEntries = 0L
@@ -82,33 +110,98 @@ final class TieredState(
   private var unreportedBytes = 0L
   /** Iterators of this batch not yet exhausted: eviction would disturb them. */
   private var openIterators = 0
+  /** Cold-tier scans of this batch's iterators; closed when the batch or the lease ends. */
+  private val openScans = new ArrayBuffer[ColdTier.Scan]
+  /** Counts ended batches: an iterator is valid only in the batch that created it. */
+  private var batchEpoch = 0L
 
   // ---------------------------------------------------------------- ownership
 
-  /** The calling task thread owns the state until `release`. */
-  def acquire(): Unit = synchronized {
-    busy = true
+  /** Runs `body` holding the lock (blocking): for opening, committing and unloading. */
+  def locked[T](body: => T): T = {
+    lock.lock()
+    try body finally lock.unlock()
+  }
+
+  /** Takes the lock for one call by a holder of `l`; throws if `l` is not the current lease. */
+  def enter(l: Lease): Unit = {
+    lock.lock()
+    if (lease ne l) {
+      lock.unlock()
+      throw new IllegalStateException(s"${l.holder} cannot use $this: its lease on the live " +
+        s"state ended (${Option(l.endedBy).getOrElse("unknown")}); the state is $phase")
+    }
+  }
+
+  /** Ends a call begun with [[enter]]. */
+  def exit(): Unit = lock.unlock()
+
+  /** Whether `l` is the current lease; under the lock. */
+  def holds(l: Lease): Boolean = { checkLocked("holds"); l != null && (lease eq l) }
+
+  /** The current lease, if any; under the lock. */
+  def currentLease: Lease = { checkLocked("currentLease"); lease }
+
+  /** Gives the idle state to a new lease for `holder` (a task attempt, or -1 outside a task). */
+  def acquire(holder: String, taskAttemptId: Long): Lease = {
+    checkLocked("acquire")
+    if (closed || lease != null) {
+      throw new IllegalStateException(s"$holder cannot acquire $this: it is $phase")
+    }
+    val l = new Lease(holder, taskAttemptId)
+    lease = l
     lastUsed = System.nanoTime()
-    openIterators = 0
+    l
   }
 
   /**
-   * Ends the owner's use, after honouring what the memory manager asked of it meanwhile (a busy
-   * state cannot be spilled by other threads). It stays busy while doing so, so no `trySpill`
-   * runs concurrently, but does not hold its lock, because the manager may lock others.
+   * Ends the current lease (if any) for `reason`, aborting its open batch: a newer attempt
+   * takes the state over, or the state is about to be reloaded.
    */
-  def release(): Unit = {
-    synchronized { openIterators = 0 }
-    try onGrowth(this) finally synchronized {
-      busy = false
-      lastUsed = System.nanoTime()
+  def revoke(reason: String): Unit = {
+    checkLocked("revoke")
+    if (lease != null) {
+      abortBatch()
+      end(reason)
     }
+  }
+
+  /**
+   * Ends lease `l` if it is current: honours what the memory manager asked meanwhile (a state in
+   * use cannot be spilled by others), then goes idle. Returns false, doing nothing, when `l`
+   * already ended (so a second release, e.g. by the task's completion listener after a commit,
+   * is harmless).
+   */
+  def release(l: Lease, reason: String): Boolean = {
+    checkLocked("release")
+    if (l == null || (lease ne l)) false
+    else {
+      closeScans()
+      try onGrowth(this) finally end(reason)
+      true
+    }
+  }
+
+  private def end(reason: String): Unit = {
+    closeScans()
+    lease.endedBy = reason
+    lease = null
+    lastUsed = System.nanoTime()
+  }
+
+  private def phase: String =
+    if (closed) "closed (unloaded)" else if (lease != null) s"owned by ${lease.holder}" else "idle"
+
+  private def checkLocked(what: String): Unit = if (!lock.isHeldByCurrentThread) {
+    throw new IllegalStateException(s"$what on $this without its lock (the state is $phase); " +
+      "only the holder of its lease may use it, through the provider")
   }
 
   // ---------------------------------------------------------------- reads and writes
 
   /** The value bytes for `key`, or null. */
   def get(key: UnsafeRow): Array[Byte] = {
+    checkLocked("get")
     val hash = key.hashCode
     val e = heap.lookup(key.getBaseObject, key.getBaseOffset, key.getSizeInBytes, hash)
     if (e != null || !mayBeCold(key, hash)) {
@@ -128,6 +221,7 @@ final class TieredState(
 
   /** Sets `key` to `value` (a fresh array the state now owns) in the open batch. */
   def put(key: UnsafeRow, value: Array[Byte]): Unit = {
+    checkLocked("put")
     val hash = key.hashCode
     val before = heap.estimatedBytes
     val e = heap.lookup(key.getBaseObject, key.getBaseOffset, key.getSizeInBytes, hash)
@@ -142,6 +236,7 @@ final class TieredState(
 
   /** Removes `key` in the open batch; a no-op when it is absent. */
   def remove(key: UnsafeRow): Unit = {
+    checkLocked("remove")
     val hash = key.hashCode
     val e = heap.lookup(key.getBaseObject, key.getBaseOffset, key.getSizeInBytes, hash)
     val before = heap.estimatedBytes
@@ -168,6 +263,7 @@ final class TieredState(
   }
 
   def numKeys: Long = {
+    checkLocked("numKeys")
     var n = committedKeys
     val changes = heap.changedEntries
     var i = 0
@@ -183,6 +279,7 @@ final class TieredState(
 
   /** Writes the open batch's net changes; no side effects, so a failed write can abort. */
   def writeJournal(out: StateFile.RecordSink): Unit = {
+    checkLocked("writeJournal")
     // Journals are in key order so that snapshots merge them without sorting (StateFile).
     val changes = KeyOrder.sorted(heap.changedEntries)
     var i = 0
@@ -193,33 +290,53 @@ final class TieredState(
     }
   }
 
-  /** Makes the open batch the committed state (after its journal is durable). */
+  /**
+   * Makes the open batch the committed state (after its journal is durable). The cold tier's
+   * deletes are written first: if that write fails, nothing has changed and the batch is still
+   * open, so an abort restores exactly the committed state (entries, cold bookkeeping).
+   */
   def commitBatch(): Unit = {
-    committedKeys = numKeys
-    var deletes: WriteBatch = null
+    checkLocked("commitBatch")
     val changes = heap.changedEntries
-    var i = 0
-    while (i < changes.size) {
-      val e = changes(i)
-      if (!e.isLive && e.cold != Entry.ColdAbsent) {
-        if (deletes == null) deletes = ColdTier.newBatch()
-        deletes.delete(coldKeys.encode(e.key))
-        coldCount -= 1
-        e.cold = Entry.ColdAbsent
+    var deleted = 0
+    var deletes: WriteBatch = null
+    try {
+      var i = 0
+      while (i < changes.size) {
+        val e = changes(i)
+        if (!e.isLive && e.cold != Entry.ColdAbsent) {
+          if (deletes == null) deletes = ColdTier.newBatch()
+          deletes.delete(coldKeys.encode(e.key))
+          deleted += 1
+        }
+        i += 1
       }
-      i += 1
-    }
-    if (deletes != null) try cold.write(deletes) finally deletes.close()
+      if (deletes != null) cold.write(deletes)
+    } finally if (deletes != null) deletes.close()
+    committedKeys = numKeys
+    coldCount -= deleted
     heap.commitBatch()
     heap.trimToSize()
-    openIterators = 0
-    publish()
+    endBatch()
   }
 
   def abortBatch(): Unit = {
+    checkLocked("abortBatch")
     heap.abortBatch()
-    openIterators = 0
+    endBatch()
+  }
+
+  private def endBatch(): Unit = {
+    closeScans()
     publish()
+  }
+
+  /** Closes this batch's cold scans (native iterators); their iterators are done. */
+  private def closeScans(): Unit = {
+    openScans.foreach(_.close())
+    openScans.clear()
+    openIterators = 0
+    batchEpoch += 1
   }
 
   // ---------------------------------------------------------------- iteration
@@ -234,12 +351,16 @@ final class TieredState(
    * entries added since creation that RocksDB holds were the cold part's. Eviction waits until
    * the iterator is exhausted, so RocksDB and the slots do not change under it.
    */
-  def iterator(): Iterator[(Array[Byte], Array[Byte])] = {
+  def iterator(): Iterator[(Array[Byte], Array[Byte])] with AutoCloseable = {
+    checkLocked("iterator")
     openIterators += 1
     val heapAtStart = heap.numSlots
-    new Iterator[(Array[Byte], Array[Byte])] {
-      private val coldPart =
-        if (coldCount == 0) Iterator.empty else cold.scan(null, _ => true)
+    val epoch = batchEpoch
+    new Iterator[(Array[Byte], Array[Byte])] with AutoCloseable {
+      private val scan = if (coldCount == 0) null else cold.scan(null, _ => true)
+      if (scan != null) openScans += scan
+      private val coldPart: Iterator[(Array[Byte], Array[Byte])] =
+        if (scan == null) Iterator.empty else scan
       private var slot = 0
       private var aheadEntry: Entry = _ // the heap's entry for the look-ahead key, if any
       private var aheadKey: Array[Byte] = _
@@ -263,15 +384,32 @@ final class TieredState(
           }
           slot += 1
         }
-        if (aheadKey == null && !done) { done = true; openIterators -= 1 }
+        if (aheadKey == null) close()
+      }
+
+      /** Done early (the operator stopped): eviction need not wait for this iterator any more. */
+      override def close(): Unit = if (!done) {
+        done = true
+        aheadKey = null
+        if (epoch == batchEpoch) {
+          openIterators -= 1
+          if (scan != null) { scan.close(); openScans -= scan }
+        }
       }
 
       private def ahead(e: Entry, key: Array[Byte], value: Array[Byte]): Unit = {
         aheadEntry = e; aheadKey = key; aheadValue = value
       }
 
-      override def hasNext: Boolean = aheadKey != null
+      private def checkUsable(what: String): Unit = {
+        checkLocked(what)
+        if (epoch != batchEpoch) throw new IllegalStateException(
+          s"$what on an iterator of $this whose batch has ended (committed, aborted or released)")
+      }
+
+      override def hasNext: Boolean = { checkUsable("iterator.hasNext"); aheadKey != null }
       override def next(): (Array[Byte], Array[Byte]) = {
+        checkUsable("iterator.next")
         if (aheadKey == null) throw new NoSuchElementException("no more state entries")
         val key = aheadKey
         // The batch may have changed (or promoted and changed) the key since the look-ahead.
@@ -286,17 +424,19 @@ final class TieredState(
 
   /** Live entries whose key has `prefix` as its first columns, both tiers, captured now. */
   def prefixScan(prefix: UnsafeRow): Array[(Array[Byte], Array[Byte])] = {
+    checkLocked("prefixScan")
     val index = prefixIndex.get
     val out = ArrayBuffer.empty[(Array[Byte], Array[Byte])]
     index.entriesWithPrefix(prefix).foreach(e => if (e.isLive) out += ((e.key, e.value)))
     if (coldCount > 0) {
       val start = coldKeys.asInstanceOf[ColdKeys.Prefixed].rangeStart(prefix)
-      cold.scan(start, startsWith(_, start)).foreach { case (ck, v) =>
+      val scan = cold.scan(start, startsWith(_, start))
+      try scan.foreach { case (ck, v) =>
         val key = coldKeys.decode(ck)
         if (heap.lookup(key, Platform.BYTE_ARRAY_OFFSET, key.length, HeapTier.hashOf(key)) == null) {
           out += ((key, v))
         }
-      }
+      } finally scan.close()
     }
     out.toArray
   }
@@ -305,10 +445,11 @@ final class TieredState(
 
   /** Empties both tiers (before loading a version from the checkpoint). */
   def clear(): Unit = {
+    checkLocked("clear")
+    closeScans()
     heap.clear()
     closeCold()
     committedKeys = 0
-    openIterators = 0
     publish()
   }
 
@@ -317,6 +458,7 @@ final class TieredState(
    * so unlike [[applyCommitted]] it never asks the cold tier whether the key is there.
    */
   def loadSnapshotEntry(key: Array[Byte], value: Array[Byte]): Unit = {
+    checkLocked("loadSnapshotEntry")
     val before = heap.estimatedBytes
     heap.insertCommitted(HeapTier.hashOf(key), key, value, Entry.ColdAbsent)
     committedKeys += 1
@@ -325,6 +467,7 @@ final class TieredState(
 
   /** Applies one committed record (a null value removes) outside any batch. */
   def applyCommitted(key: Array[Byte], value: Array[Byte]): Unit = {
+    checkLocked("applyCommitted")
     val hash = HeapTier.hashOf(key)
     val e = heap.lookup(key, Platform.BYTE_ARRAY_OFFSET, key.length, hash)
     val inCold = e == null && mayBeCold(key, Platform.BYTE_ARRAY_OFFSET, key.length, hash) &&
@@ -379,6 +522,7 @@ final class TieredState(
    * owner, or another thread while the state is released, may call it.
    */
   def evict(bytes: Long, entries: Long): Long = {
+    checkLocked("evict")
     if ((bytes <= 0 && entries <= 0) || openIterators > 0) return 0
     val before = residentBytes
     // Evicted keys join the cold-key filter, which may grow by a layer: evict on to pay for it.
@@ -431,7 +575,7 @@ final class TieredState(
 
   private def ensureCold(): ColdTier = {
     if (cold == null) {
-      cold = ColdTier.create(localDir(), name)
+      cold = openCold(localDir(), name)
       logInfo(s"Opened cold tier of $name in ${cold.dir}")
     }
     cold
@@ -443,10 +587,18 @@ final class TieredState(
     coldFilter.clear()
   }
 
-  def close(): Unit = synchronized {
-    heap.clear()
-    closeCold()
-    publish()
+  /**
+   * Unloads: waits for the call in progress (a task's, a relief round's), ends any lease (its
+   * holder's next call throws) and frees both tiers. Idempotent.
+   */
+  def close(): Unit = locked {
+    if (!closed) {
+      if (lease != null) end("its provider was unloaded (closed)")
+      closed = true
+      heap.clear()
+      closeCold()
+      publish()
+    }
   }
 
   /** What this state keeps on the heap: the heap tier and the cold tier's key filter. */
@@ -466,16 +618,20 @@ final class TieredState(
   override def heapBytes: Long = publishedBytes
   override def heapEntries: Long = publishedEntries
   override def fixedBytes: Long = publishedFixedBytes
-  /** In use now counts as used now: a busy state must not look cold. */
-  override def lastUsedNanos: Long = if (busy) System.nanoTime() else lastUsed
+  /** In use now counts as used now: an owned state must not look cold. */
+  override def lastUsedNanos: Long = if (lease != null) System.nanoTime() else lastUsed
 
-  override def trySpill(bytes: Long, entries: Long): Long = synchronized {
-    if (busy) 0L
-    else {
-      val freed = evict(bytes, entries)
-      shrinkIfRequested()
-      freed
-    }
+  /** Evicts only from an idle state, and never waits: see the ownership table. */
+  override def trySpill(bytes: Long, entries: Long): Long = {
+    if (!lock.tryLock()) return 0L
+    try {
+      if (closed || lease != null) 0L
+      else {
+        val freed = evict(bytes, entries)
+        shrinkIfRequested()
+        freed
+      }
+    } finally lock.unlock()
   }
 
   override def requestShrink(targetBytes: Long, targetEntries: Long): Unit = {
@@ -483,7 +639,18 @@ final class TieredState(
     shrinkToEntries = targetEntries
   }
 
-  override def toString: String = s"TieredState($name)"
+  override def toString: String = s"spillstore live state $name"
+}
+
+/**
+ * One task attempt's right to use a [[TieredState]] (see its ownership table): the read and
+ * write stores a task opens on a provider share it. `taskAttemptId` is -1 outside a task.
+ */
+final class Lease private[tiered] (val holder: String, val taskAttemptId: Long) {
+  /** Why the lease ended, once it has; for error messages. */
+  @volatile private[spillstore] var endedBy: String = _
+
+  override def toString: String = s"Lease($holder)"
 }
 
 /** Counts of lookups and tier movements; see [[TieredState.batchCounters]]. */

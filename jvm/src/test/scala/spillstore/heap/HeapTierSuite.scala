@@ -11,16 +11,20 @@ class HeapTierSuite extends AnyFunSuite {
   private def k(i: Long): Array[Byte] = java.nio.ByteBuffer.allocate(8).putLong(i).array()
   private def v(s: String): Array[Byte] = s.getBytes("UTF-8")
 
-  private def put(h: HeapTier, i: Long, s: String): Unit = {
-    val key = k(i); h.put(key, Off, 8, HeapTier.hashOf(key), v(s))
+  // As TieredState drives the tier: look the key up, then update, insert or remove.
+  private def lookup(h: HeapTier, i: Long): Entry = {
+    val key = k(i); h.lookup(key, Off, 8, HeapTier.hashOf(key))
+  }
+  private def put(h: HeapTier, i: Long, s: String): Unit = lookup(h, i) match {
+    case null => h.insertChanged(HeapTier.hashOf(k(i)), k(i), v(s))
+    case e => h.update(e, v(s))
   }
   private def remove(h: HeapTier, i: Long): Unit = {
-    val key = k(i); h.remove(key, Off, 8, HeapTier.hashOf(key))
+    val e = lookup(h, i)
+    if (e != null && e.isLive) h.removeEntry(e)
   }
-  private def get(h: HeapTier, i: Long): Option[String] = {
-    val key = k(i)
-    Option(h.get(key, Off, 8, HeapTier.hashOf(key))).map(e => new String(e.value, "UTF-8"))
-  }
+  private def get(h: HeapTier, i: Long): Option[String] =
+    Option(lookup(h, i)).filter(_.isLive).map(e => new String(e.value, "UTF-8"))
   private def contents(h: HeapTier): Map[Long, String] =
     (0 until h.numSlots).map(h.entryAt).filter(_.isLive)
       .map(e => java.nio.ByteBuffer.wrap(e.key).getLong -> new String(e.value, "UTF-8")).toMap
@@ -65,8 +69,8 @@ class HeapTierSuite extends AnyFunSuite {
     val changes = h.changedEntries
     assert(changes.size === 2)
     val byKey = changes.map(e => java.nio.ByteBuffer.wrap(e.key).getLong -> e).toMap
-    assert(h.isNetChange(byKey(1)) && !byKey(1).isLive)   // removal of a committed key
-    assert(!h.isNetChange(byKey(2)))                        // born and died in the batch
+    assert(byKey(1).existed && !byKey(1).isLive)   // removal of a committed key: journaled
+    assert(!byKey(2).existed && !byKey(2).isLive)  // born and died in the batch: not journaled
   }
 
   test("CLOCK eviction order: unused entries go first, used ones get a second chance") {

@@ -69,11 +69,13 @@ class HeapPressureMonitorSuite extends AnyFunSuite {
     m.close()
   }
 
-  test("the manager: high readings lower its budget and spill idle spillables on the reading's " +
+  test("the manager: high readings lower its budget and spill idle spillables on the relief " +
     "thread, busy ones are asked to shrink; calm readings restore the budget") {
     val source = new FakeHeapStatus
+    val reliefThread = new Thread("relief")
+    // Relief rounds run where `relief` puts them: here, synchronously, as if on that thread.
     val mm = new MemoryManager(MemoryConf(budgetBytes = Some(1000)), clock = () => 100L,
-      heapStatus = source)
+      heapStatus = source, relief = r => { reliefThread.synchronized(r.run()) })
     val idle = new FakeSpillable("idle", 100, lastUsedNanos = 0)
     val busy = new FakeSpillable("busy", 700, lastUsedNanos = 100)
     mm.register(idle)
@@ -85,7 +87,7 @@ class HeapPressureMonitorSuite extends AnyFunSuite {
     assert(mm.status.pressureFactor === ShrinkStep)
     assert(math.abs(mm.status.heapOccupancy - 0.9) < Eps)
     assert(idle.calls === List("idle keep 0/100", "idle spill 100/0=100"))
-    assert(idle.spillThreads.asScala.toList === List(Thread.currentThread()))
+
     assert(busy.calls === List("busy keep 675/700", "busy spill 25/0=0"))
     assert(busy.put(mm, 0) === Eviction.Zero)
     assert(mm.totalHeapBytes === 675)
@@ -99,6 +101,21 @@ class HeapPressureMonitorSuite extends AnyFunSuite {
     assert(!source.subscribed, "turning the monitor off removes its listener")
     assert(mm.status.heapOccupancy.isNaN)
     mm.close()
+  }
+
+  test("by default a reading's relief round runs on spillstore's relief thread, not the GC " +
+    "notification thread that delivered the reading") {
+    val source = new FakeHeapStatus
+    val mm = new MemoryManager(MemoryConf(budgetBytes = Some(1000)), clock = () => 100L,
+      heapStatus = source)
+    val idle = new FakeSpillable("idle", 900, lastUsedNanos = 0)
+    mm.register(idle)
+    try {
+      source.emit(0.9) // 900 over 750 in force
+      val deadline = System.nanoTime() + 10L * 1000 * 1000 * 1000
+      while (idle.spillThreads.isEmpty && System.nanoTime() < deadline) Thread.sleep(5)
+      assert(idle.spillThreads.asScala.toList.map(_.getName) === List("spillstore-memory-relief"))
+    } finally mm.close()
   }
 
   test("the manager's close removes the monitor's listener and restores the full budget") {

@@ -240,7 +240,7 @@ class MemoryManagerSuite extends AnyFunSuite {
     val perThread = 50
     val batches = 300
     val owned = Vector.tabulate(threads, perThread)((t, i) => new FakeSpillable(s"t$t-$i"))
-    owned.flatten.foreach(mm.register)
+    owned.flatten.foreach(mm.register(_))
     val start = new CyclicBarrier(threads + 1)
     val done = new AtomicBoolean
     val failures = new ConcurrentLinkedQueue[Throwable]

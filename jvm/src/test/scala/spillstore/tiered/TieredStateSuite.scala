@@ -1,9 +1,14 @@
 package spillstore.tiered
 
+import java.io.File
 import java.nio.file.Files
+import java.util.UUID
 
 import scala.util.Random
 
+import org.apache.commons.io.FileUtils
+import org.scalatest.BeforeAndAfterAll
+import org.rocksdb.{RocksDBException, WriteBatch}
 import org.scalatest.funsuite.AnyFunSuite
 
 import org.apache.spark.sql.catalyst.expressions.{GenericInternalRow, UnsafeProjection, UnsafeRow}
@@ -11,9 +16,10 @@ import org.apache.spark.sql.types._
 import org.apache.spark.unsafe.types.UTF8String
 
 import spillstore.checkpoint.StateFile
+import spillstore.cold.ColdTier
 import spillstore.heap.PrefixIndex
 
-class TieredStateSuite extends AnyFunSuite {
+class TieredStateSuite extends AnyFunSuite with BeforeAndAfterAll {
   private val schema = StructType(Seq(StructField("k", LongType)))
   private val proj = UnsafeProjection.create(schema)
   private val valueProj = UnsafeProjection.create(schema)
@@ -22,15 +28,28 @@ class TieredStateSuite extends AnyFunSuite {
   private def bytes(i: Long): Array[Byte] = valueProj(new GenericInternalRow(Array[Any](i))).getBytes.clone()
   private def long(b: Array[Byte]): Long = { val r = new UnsafeRow(1); r.pointTo(b, b.length); r.getLong(0) }
 
-  /** A state whose heap keeps at most `maxEntries` entries, evicting on every growth. */
-  private class Fixture(var maxEntries: Long, prefix: Option[PrefixIndex] = None) {
-    val state = new TieredState("test", prefix, () => Files.createTempDirectory("cold").toFile,
-      s => s.evict(0, s.heap.numLiveEntries - maxEntries), reportEveryBytes = 1)
-    def commit(): Unit = { state.commitBatch(); state.release(); state.acquire() }
+  /**
+   * A state whose heap keeps at most `maxEntries` entries, evicting on every growth. The test's
+   * thread holds its lock and a lease throughout, as a task's store does during each call.
+   */
+  private class Fixture(var maxEntries: Long, prefix: Option[PrefixIndex] = None,
+      openCold: (java.io.File, String) => ColdTier = ColdTier.create) {
+    val state = new TieredState("test", prefix, () => coldRoot,
+      s => s.evict(0, s.heap.numLiveEntries - maxEntries), reportEveryBytes = 1,
+      openCold = openCold)
+    private var lease: Lease = _
+    def commit(): Unit = { state.commitBatch(); renew() }
+    def abort(): Unit = { state.abortBatch(); renew() }
+    /** Ends the lease (the release evicts down to the limit) and takes a new one. */
+    def renew(): Unit = { state.release(lease, "test"); lease = state.acquire("test", -1) }
     /** Commits `keys` (value = key); the release after the commit evicts down to the limit. */
     def load(keys: Seq[Long]): Unit = { keys.foreach(i => state.put(key(i), bytes(i))); commit() }
-    state.acquire()
+    state.enter(null) // idle: no lease yet
+    lease = state.acquire("test", -1)
   }
+
+  private val coldRoot = Files.createTempDirectory("tiered-cold").toFile
+  override def afterAll(): Unit = try super.afterAll() finally FileUtils.deleteQuietly(coldRoot)
 
   private def contents(s: TieredState): Map[Long, Long] =
     s.iterator().map { case (k, v) => long(k) -> long(v) }.toMap
@@ -149,7 +168,7 @@ class TieredStateSuite extends AnyFunSuite {
         }
       }
       assert(s.numKeys === next.size)
-      if (rnd.nextInt(5) == 0) { s.abortBatch(); s.release(); s.acquire() }
+      if (rnd.nextInt(5) == 0) f.abort()
       else {
         val records = scala.collection.mutable.ArrayBuffer.empty[(Array[Byte], Array[Byte])]
         s.writeJournal(new RecordingWriter(records))
@@ -165,6 +184,71 @@ class TieredStateSuite extends AnyFunSuite {
     assert(contents(s) === model)
     assert(s.numKeys === model.size)
     s.close()
+  }
+
+  test("a cold-tier write that fails at commit changes nothing: after the retry's abort a " +
+    "removed key never comes back from RocksDB") {
+    @volatile var failWrites = false
+    val f = new Fixture(maxEntries = 0, openCold = (parent, name) =>
+      new ColdTier(new File(parent, s"$name-${UUID.randomUUID()}")) {
+        override def write(batch: WriteBatch): Unit =
+          if (failWrites) throw new RocksDBException("injected cold-tier write failure")
+          else super.write(batch)
+      })
+    val s = f.state
+    (1L to 10L).foreach(i => s.put(key(i), bytes(i)))
+    f.commit()
+    s.put(key(100), bytes(100)) // evicts 1..10 to RocksDB
+    f.commit()
+    assert(s.coldKeyCount >= 10)
+    f.maxEntries = 1000
+    s.remove(key(3)) // promotes 3 from RocksDB, then removes it in the batch
+    failWrites = true
+    intercept[RocksDBException](s.commitBatch())
+    failWrites = false
+    f.abort() // what a retried attempt's takeover does
+    assert(long(s.get(key(3))) === 3)
+    s.remove(key(3))
+    f.commit()
+    assert(s.get(key(3)) === null)
+    f.maxEntries = 0
+    s.put(key(200), bytes(200)) // everything to RocksDB again
+    f.commit()
+    assert(s.get(key(3)) === null, "a removed key came back from the cold tier")
+    val expected = ((1L to 10L).filter(_ != 3) ++ Seq(100L, 200L)).map(i => i -> i).toMap
+    assert(contents(s) === expected)
+    assert(s.numKeys === expected.size)
+  }
+
+  test("the heap estimate counts the open batch's undo values") {
+    val f = new Fixture(maxEntries = Long.MaxValue)
+    val s = f.state
+    val value = new Array[Byte](256)
+    (1L to 1000L).foreach(i => s.put(key(i), value.clone()))
+    f.commit()
+    val committed = s.heap.estimatedBytes
+    // Every update keeps the committed value until commit, for abort: 1000 x (256 + header).
+    (1L to 1000L).foreach(i => s.put(key(i), value.clone()))
+    val open = s.heap.estimatedBytes
+    assert(open - committed >= 1000L * (256 + 16), s"open batch $open vs committed $committed")
+    f.commit()
+    assert(s.heap.estimatedBytes - committed < 1000L * 256, "undo values still counted after commit")
+  }
+
+  test("the heap estimate counts the prefix index") {
+    val keySchema = StructType(Seq(StructField("g", StringType), StructField("t", LongType)))
+    val kp = UnsafeProjection.create(keySchema)
+    def k(g: Long, t: Long) =
+      kp(new GenericInternalRow(Array[Any](UTF8String.fromString(s"group-$g"), t)))
+    def fill(f: Fixture): Long = {
+      for (g <- 0L until 100L; t <- 0L until 10L) f.state.put(k(g, t), bytes(t))
+      f.commit()
+      f.state.heap.estimatedBytes
+    }
+    val plain = fill(new Fixture(maxEntries = Long.MaxValue))
+    val indexed = fill(new Fixture(maxEntries = Long.MaxValue, Some(new PrefixIndex(keySchema, 1))))
+    // 1000 members and 100 groups, each at least a hash-set entry and a map node.
+    assert(indexed - plain >= 1000L * 40 + 100L * 100, s"indexed $indexed vs plain $plain")
   }
 
   /** Captures the journal records a commit would write. */

@@ -1,0 +1,167 @@
+package spillstore.cold
+
+import java.io.{File, IOException}
+import java.nio.channels.{FileChannel, FileLock, OverlappingFileLockException}
+import java.nio.file.{Files, NoSuchFileException, StandardOpenOption}
+import java.util.UUID
+
+import scala.collection.mutable
+import scala.util.control.NonFatal
+
+import org.apache.commons.io.FileUtils
+
+import org.apache.spark.internal.Logging
+
+/**
+ * One directory per JVM under each cold-tier parent, so that cold tiers a JVM never closed
+ * (SIGKILL, OOM kill, lost executor, providers never unloaded) do not stay on disk forever:
+ *
+ * {{{
+ *   <parent>/jvm-<pid>-<random>/jvm.lock                     locked by its JVM while it lives
+ *   <parent>/jvm-<pid>-<random>/spillstore-<store>-<uuid>/   one cold tier (RocksDB)
+ * }}}
+ *
+ * The lock is an OS lock (fcntl on Linux): the kernel drops it when the process dies, however it
+ * dies, so "lock free" proves the owner is gone.
+ *
+ * | state                       | who creates / changes it                  | thread             |
+ * |-----------------------------|-------------------------------------------|--------------------|
+ * | `owned` (parent -> our dir) | [[jvmDirUnder]]; the shutdown hook        | any, under `owned` |
+ * | our dir and its lock        | [[jvmDirUnder]]: created, locked, checked | any, under `owned` |
+ * | dead JVMs' sibling dirs     | [[jvmDirUnder]] sweeps once per parent    | any, under `owned` |
+ * | our dirs at normal exit     | the shutdown hook deletes them            | hook, under `owned`|
+ *
+ * Creation is rare (once per parent per JVM), so one monitor serializes all of it: task threads
+ * spilling for the first time at once wait for the first one, then share its directory.
+ *
+ * Left alone by the sweep: anything not named `jvm-*`, and a `jvm-*` dir without a lock file
+ * (its JVM may be between creating it and locking). So old-layout `spillstore-*` dirs directly
+ * under the parent, from versions before this layout, are never deleted here: nothing proves
+ * their JVM is gone without opening RocksDB's own lock file, which is not ours to take.
+ */
+object LocalDirs extends Logging {
+  val LockFileName = "jvm.lock"
+  private val Prefix = "jvm-"
+
+  /** The hint every local-dir error ends with. */
+  val ConfHint: String = "check spark.local.dir / SPARK_LOCAL_DIRS or " +
+    "spark.sql.streaming.stateStore.spillstore.localDir"
+
+  /** A per-JVM directory this JVM holds the lock of, until exit. */
+  private final class Owned(val dir: File, channel: FileChannel, lock: FileLock) {
+    def release(): Unit = {
+      FileUtils.deleteQuietly(dir) // while still locked: no sweep can race the delete
+      try lock.release() catch { case NonFatal(_) => }
+      try channel.close() catch { case NonFatal(_) => }
+    }
+  }
+
+  /** Owner: this object's callers, only while holding `owned`'s monitor. Keys: canonical paths. */
+  private val owned = mutable.Map.empty[File, Owned]
+
+  private lazy val shutdownHook: Unit = Runtime.getRuntime.addShutdownHook(
+    new Thread(() => owned.synchronized {
+      owned.values.foreach(_.release())
+      owned.clear()
+    }, "spillstore-local-dirs-cleanup"))
+
+  /**
+   * This JVM's directory under `parent`, created (with `parent`) and locked on first use; that
+   * first use also deletes the dirs of JVMs that are gone. Safe from any number of threads.
+   */
+  def jvmDirUnder(parent: File): File = {
+    val key = ensureDirectory(parent).getCanonicalFile
+    owned.synchronized {
+      owned.get(key) match {
+        case Some(o) if o.dir.isDirectory => o.dir
+        case stale =>
+          stale.foreach(_.release()) // deleted under us (e.g. by an operator): start over
+          shutdownHook
+          val o = claim(key)
+          owned(key) = o
+          sweep(key)
+          o.dir
+      }
+    }
+  }
+
+  /**
+   * Creates `dir` and any missing parents. "Already exists" is success: threads (and JVMs)
+   * spilling for the first time at once all create it. Fails only if it cannot be a directory.
+   */
+  private def ensureDirectory(dir: File): File = {
+    try Files.createDirectories(dir.toPath) catch {
+      case e: IOException => throw new IllegalStateException(s"spillstore cannot create its " +
+        s"local directory $dir for the cold tier ($e); $ConfHint", e)
+    }
+    dir
+  }
+
+  /**
+   * Creates and locks a new per-JVM dir. A sweep in another JVM may see the dir before its lock
+   * file is locked, take that lock and delete the dir: then our lock is missing or on a deleted
+   * file, and we start over under a new name. Once ours is locked and still in place, no sweep
+   * deletes it (sweeps delete only what they hold the lock of).
+   */
+  private def claim(parent: File): Owned = {
+    val attempts = 5
+    Iterator.continually(tryClaim(parent)).take(attempts).collectFirst { case Some(o) => o }
+      .getOrElse(throw new IllegalStateException(s"spillstore could not lock a per-JVM " +
+        s"directory under $parent in $attempts attempts: other JVMs kept deleting it; $ConfHint"))
+  }
+
+  private def tryClaim(parent: File): Option[Owned] = {
+    val dir = new File(parent,
+      s"$Prefix${ProcessHandle.current().pid()}-${UUID.randomUUID().toString.take(8)}")
+    val lockFile = new File(dir, LockFileName).toPath
+    val channel = try {
+      Files.createDirectory(dir.toPath)
+      FileChannel.open(lockFile, StandardOpenOption.CREATE_NEW, StandardOpenOption.WRITE)
+    } catch {
+      case _: NoSuchFileException => return None // swept between the two calls
+      case e: IOException => throw new IllegalStateException(
+        s"spillstore cannot create its per-JVM directory $dir for the cold tier ($e); $ConfHint", e)
+    }
+    val lock = try channel.tryLock() catch { case NonFatal(e) => channel.close(); throw e }
+    if (lock != null && Files.exists(lockFile)) Some(new Owned(dir, channel, lock))
+    else { channel.close(); None } // a sweep won: it deletes the dir
+  }
+
+  /** Deletes sibling per-JVM dirs whose lock is free (their JVM is gone); logs what it reclaimed. */
+  private def sweep(parent: File): Unit = {
+    val ours = owned.values.map(_.dir.getName).toSet
+    val candidates = Option(parent.listFiles()).toSeq.flatten
+      .filter(d => d.getName.startsWith(Prefix) && !ours.contains(d.getName) && d.isDirectory)
+    var dirs = 0
+    var bytes = 0L
+    candidates.foreach { d =>
+      deleteIfDead(d).foreach { b => dirs += 1; bytes += b }
+    }
+    if (dirs > 0) {
+      logInfo(s"Reclaimed the cold-tier directories of $dirs JVMs that are gone ($bytes bytes) " +
+        s"under $parent")
+    }
+  }
+
+  /** Bytes deleted, if `dir`'s lock was free; None if its JVM may be alive (or it has no lock). */
+  private def deleteIfDead(dir: File): Option[Long] = {
+    val channel = try FileChannel.open(new File(dir, LockFileName).toPath, StandardOpenOption.WRITE)
+    catch { case _: IOException => return None } // no lock file: not provably dead
+    try {
+      // Never one of ours: closing a second channel on a file this JVM has locked can drop
+      // that lock (POSIX), hence the skip by name in sweep. Overlapping would mean this JVM
+      // holds it after all: alive.
+      val lock = try channel.tryLock() catch { case _: OverlappingFileLockException => null }
+      if (lock == null) None
+      else {
+        val bytes = try FileUtils.sizeOfDirectory(dir) catch { case NonFatal(_) => 0L }
+        FileUtils.deleteQuietly(dir)
+        Some(bytes)
+      }
+    } catch {
+      case e: IOException =>
+        logWarning(s"spillstore could not check whether $dir belongs to a live JVM; left it", e)
+        None
+    } finally channel.close() // releases the lock, after the delete
+  }
+}

@@ -1,0 +1,89 @@
+package spillstore.cold
+
+import java.io.{BufferedReader, File, InputStreamReader}
+import java.nio.file.Files
+import java.util.concurrent.TimeUnit
+
+import org.apache.commons.io.FileUtils
+import org.scalatest.funsuite.AnyFunSuite
+
+/**
+ * Cold tiers left by other JVMs under a shared parent: a killed JVM's are reclaimed by the next
+ * JVM's first cold tier there; a live JVM's are never touched; a normal exit removes its own.
+ */
+class LocalDirsSweepSuite extends AnyFunSuite {
+
+  /** A ColdTierHolder child JVM with a cold tier under `parent`, and that tier's directory. */
+  private def startHolder(parent: File): (Process, File) = {
+    val java = new File(System.getProperty("java.home"), "bin/java").getPath
+    val cmd = Seq(java, "-Xmx256m", "-XX:TieredStopAtLevel=1", "-cp",
+      System.getProperty("java.class.path"), "spillstore.cold.ColdTierHolder", parent.getPath)
+    val child = new ProcessBuilder(cmd: _*).redirectErrorStream(true).start()
+    val out = new BufferedReader(new InputStreamReader(child.getInputStream))
+    val seen = Iterator.continually(out.readLine()).takeWhile(_ != null).take(500)
+      .find(_.startsWith("cold "))
+    // Keep draining the child's output so that it never blocks on a full pipe.
+    val drain = new Thread(() => while (out.readLine() != null) {}, "holder-output")
+    drain.setDaemon(true)
+    drain.start()
+    assert(seen.isDefined, s"the child JVM never opened its cold tier (exit ${
+      if (child.isAlive) "none yet" else child.exitValue()})")
+    (child, new File(seen.get.stripPrefix("cold ")))
+  }
+
+  private def stop(child: Process): Unit = if (child != null) {
+    child.destroyForcibly()
+    child.waitFor(30, TimeUnit.SECONDS)
+  }
+
+  private def listing(dir: File): Set[String] =
+    FileUtils.listFiles(dir, null, true).toArray.map(_.toString).toSet
+
+  test("a SIGKILLed JVM's cold tier is deleted at the next JVM's first cold tier there") {
+    val root = Files.createTempDirectory("spillstore-sweep").toFile
+    var child: Process = null
+    var mine: ColdTier = null
+    try {
+      val parent = new File(root, "shared")
+      val (c, childDir) = startHolder(parent)
+      child = c
+      assert(childDir.isDirectory && listing(childDir).nonEmpty)
+      child.destroyForcibly() // SIGKILL: no shutdown hook runs
+      assert(child.waitFor(30, TimeUnit.SECONDS) && child.exitValue() == 137)
+      assert(childDir.isDirectory, "SIGKILL left nothing to reclaim")
+      mine = ColdTier.create(parent, "next")
+      assert(!childDir.exists(), s"the killed JVM's cold tier $childDir is still there")
+      assert(parent.list().toSet == Set(mine.dir.getParentFile.getName),
+        s"left under $parent: ${parent.list().mkString(", ")}")
+    } finally {
+      stop(child)
+      if (mine != null) mine.close()
+      FileUtils.deleteQuietly(root)
+    }
+  }
+
+  test("a live JVM's cold tier is never touched, and its normal exit deletes it") {
+    val root = Files.createTempDirectory("spillstore-sweep").toFile
+    var child: Process = null
+    var mine: ColdTier = null
+    try {
+      val parent = new File(root, "shared")
+      val (c, childDir) = startHolder(parent)
+      child = c
+      val before = listing(childDir)
+      mine = ColdTier.create(parent, "next") // this JVM's first cold tier here: it sweeps
+      assert(child.isAlive)
+      assert(listing(childDir) == before, s"the live JVM's cold tier $childDir was changed")
+      child.getOutputStream.write("exit\n".getBytes)
+      child.getOutputStream.flush()
+      assert(child.waitFor(30, TimeUnit.SECONDS) && child.exitValue() == 0)
+      assert(!childDir.exists(), s"a normally exiting JVM left its unclosed cold tier $childDir")
+      assert(parent.list().toSet == Set(mine.dir.getParentFile.getName),
+        s"left under $parent: ${parent.list().mkString(", ")}")
+    } finally {
+      stop(child)
+      if (mine != null) mine.close()
+      FileUtils.deleteQuietly(root)
+    }
+  }
+}
