@@ -229,7 +229,7 @@ class SpillStoreProviderSuite extends AnyFunSuite {
   }
 
   test("unsupported features are rejected at init or getStore, naming what is unsupported") {
-    val dir = Files.createTempDirectory("spill").toString
+    TempDirs.withTempDir("spill") { dir =>
     def init(cf: Boolean = false, multi: Boolean = false, spec: KeyStateEncoderSpec = NoPrefixKeyStateEncoderSpec(keySchema),
         sqlConf: SQLConf = new SQLConf) = {
       val p = new SpillStoreProvider
@@ -245,8 +245,11 @@ class SpillStoreProviderSuite extends AnyFunSuite {
     v2.setConfString("spark.sql.streaming.stateStore.checkpointFormatVersion", "2")
     assert(intercept[UnsupportedOperationException](init(sqlConf = v2)).getMessage
       .contains("checkpointFormatVersion=2"))
-    assert(intercept[UnsupportedOperationException](init().getStore(0, None, false, loadEmpty = true))
+    val p = init()
+    try assert(intercept[UnsupportedOperationException](p.getStore(0, None, false, loadEmpty = true))
       .getMessage.contains("loadEmpty"))
+    finally p.close()
+    }
   }
 
   test("configuration errors name the key at fault") {
@@ -254,8 +257,11 @@ class SpillStoreProviderSuite extends AnyFunSuite {
       val sqlConf = new SQLConf
       sqlConf.setConfString(key, v)
       val p = new SpillStoreProvider
-      p.init(StateStoreId(Files.createTempDirectory("spill").toString, 0, 0), keySchema, valueSchema,
-        NoPrefixKeyStateEncoderSpec(keySchema), false, new StateStoreConf(sqlConf), new Configuration, false, None)
+      TempDirs.withTempDir("spill") { dir =>
+        p.init(StateStoreId(dir, 0, 0), keySchema, valueSchema, NoPrefixKeyStateEncoderSpec(keySchema),
+          false, new StateStoreConf(sqlConf), new Configuration, false, None)
+        p.close()
+      }
     }
     val typo = intercept[IllegalArgumentException](init("spark.sql.streaming.stateStore.spillstore.memroyBudget", "1g"))
     assert(typo.getMessage.contains("spark.sql.streaming.stateStore.spillstore.memroyBudget"))
@@ -437,6 +443,7 @@ class SpillStoreBudgetSuite extends AnyFunSuite {
     val providers = 8
     val batches = 5
     val root = Files.createTempDirectory("spill-many").toString
+    val deleteRoot = () => TempDirs.delete(root)
     val pool = Executors.newFixedThreadPool(4)
     val stores = (0 until providers).map(part => openProvider(root, budgetConf("2m"), partition = part))
     try {
@@ -477,6 +484,7 @@ class SpillStoreBudgetSuite extends AnyFunSuite {
     } finally {
       pool.shutdownNow()
       stores.foreach(_.close())
+      deleteRoot()
     }
   }
 }

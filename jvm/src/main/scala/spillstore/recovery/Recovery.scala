@@ -18,14 +18,13 @@ final class Recovery(dir: CheckpointDir) extends Logging {
 
   /** Loads exactly `version` into `state`, which is cleared first. */
   def load(version: Long, state: TieredState): Unit = {
-    state.clear()
-    if (version == 0) return
+    if (version == 0) { state.clear(); return }
     val start = System.nanoTime()
     val listing = dir.list()
     val base = listing.latestSnapshotAtOrBelow(version)
     checkJournals(listing, base, version)
     val used = dir.withNewestGoodBase(listing, version) { (b, readBase) =>
-      state.clear()
+      state.clear() // each try at a base starts empty: a corrupt one may have loaded a part
       if (b > 0) readBase(state.loadSnapshotEntry)
       b
     }

@@ -71,7 +71,10 @@ object ApiBench {
     var provider: StateStoreProvider = BenchProviders.open(kind, root, conf)
     var version = 0L
     def reopen(): Unit = provider = BenchProviders.open(kind, root, conf)
-    def close(): Unit = provider.close()
+    /** Closes the provider; its checkpoint stays for [[reopen]]. */
+    def unload(): Unit = provider.close()
+    /** Closes the provider and deletes its checkpoint. */
+    def close(): Unit = try provider.close() finally spillstore.TempDirs.delete(root)
   }
 
   def main(args: Array[String]): Unit = {
@@ -259,14 +262,14 @@ object ApiBench {
       val uniform = new KeyPattern.Uniform(s.keys, 5)
       subjects.foreach(_.provider.doMaintenance())
       rounds("recovery (warm-up)", subjects, 3, s.ops)(rmwRound(uniform, s.ops))
-      subjects.foreach(_.close())
+      subjects.foreach(_.unload())
       val load: Round = (sub, _) => {
         sub.reopen()
         val t0 = System.nanoTime()
         val st = sub.provider.getStore(sub.version)
         val t1 = System.nanoTime()
         st.abort()
-        sub.close()
+        sub.unload()
         Sample(0, ms(t0, t1), 0)
       }
       val results = rounds(f"recovery of ${s.keys}%,d keys (records = entries recovered)", subjects, 4, s.keys)(load)

@@ -40,9 +40,11 @@ class CrashInjectionSuite extends AnyFunSuite {
     val maxSeen = collection.mutable.ArrayBuffer.empty[Long]
     var root: String = null
     var seed = 0L
-    for (trial <- 0 until Trials) {
+    val roots = collection.mutable.ArrayBuffer.empty[String]
+    try for (trial <- 0 until Trials) {
       if (trial % ChainLength == 0) {
         root = Files.createTempDirectory("crash").toString
+        roots += root
         seed = rnd.nextInt(1000000).toLong
       }
       val storeDir = new File(root, "0/0").getPath
@@ -76,7 +78,7 @@ class CrashInjectionSuite extends AnyFunSuite {
         }
       }
       exact += 1
-    }
+    } finally roots.foreach(spillstore.TempDirs.delete)
     info(s"$injected SIGKILLs injected, $exact recoveries exact ($versionsChecked versions " +
       s"checked against the reference); newest versions reached: ${maxSeen.mkString(",")}")
   }

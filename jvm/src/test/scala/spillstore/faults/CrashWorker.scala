@@ -12,7 +12,8 @@ import spillstore.SpillStoreProviderSuite._
 /**
  * The process CrashInjectionSuite kills with SIGKILL: it resumes a store from the newest
  * committed version in its checkpoint and commits versions in a loop, while a second thread
- * runs snapshot and cleanup maintenance as Spark's pools would. Every batch is a function of
+ * runs snapshot and cleanup maintenance as Spark's pools would, under a memory budget small
+ * enough that most of the state lives in the cold tier. Every batch is a function of
  * (seed, version) alone, so a batch redone after a crash is the batch that was lost, and the
  * reference state of any version can be computed without running this process.
  *
@@ -26,6 +27,8 @@ object CrashWorker {
     val c = new SQLConf
     c.setConf(SQLConf.STATE_STORE_MIN_DELTAS_FOR_SNAPSHOT, MinDeltasForSnapshot)
     c.setConf(SQLConf.MIN_BATCHES_TO_RETAIN, MinBatchesToRetain)
+    // A budget below the state (400 keys of ~100 bytes): kills also land mid-spill.
+    c.setConfString("spark.sql.streaming.stateStore.spillstore.memoryBudget", "16k")
     c
   }
 

@@ -1,6 +1,7 @@
 package spillstore.faults
 
 import java.io.File
+import java.util.concurrent.atomic.AtomicLong
 
 import scala.collection.concurrent.TrieMap
 
@@ -25,7 +26,7 @@ class MaintenanceConcurrencySuite extends AnyFunSuite {
       @volatile var running = true
       @volatile var latest = 0L
       val errors = new java.util.concurrent.ConcurrentLinkedQueue[Throwable]()
-      var snapshots, cleanups, reads, vanished = 0L
+      val snapshots, cleanups, reads, vanished = new AtomicLong
       def loop(name: String)(body: => Unit): Thread = {
         val t = new Thread(() => {
           try while (running) body catch { case e: Throwable => errors.add(e) }
@@ -33,21 +34,21 @@ class MaintenanceConcurrencySuite extends AnyFunSuite {
         t.start(); t
       }
       val threads = Seq(
-        loop("snapshot") { p.doSnapshotMaintenance(); snapshots += 1 },
-        loop("cleanup") { p.doCleanupMaintenance(); cleanups += 1 },
+        loop("snapshot") { p.doSnapshotMaintenance(); snapshots.incrementAndGet() },
+        loop("cleanup") { p.doCleanupMaintenance(); cleanups.incrementAndGet() },
         loop("reader") {
           val v = latest
           withProvider(rootOf(dir)) { (fresh, _) =>
             try {
               val got = contents(fresh.getReadStore(v))
               assert(got == expected(v), s"reader: version $v differs")
-              reads += 1
+              reads.incrementAndGet()
             } catch {
               // A version older than retention may lose its files while it loads; never
               // may a file be read as corrupt or half-written.
               case e: SparkException if e.getMessage.contains("does not exist") ||
                   e.getCause.isInstanceOf[java.io.FileNotFoundException] =>
-                vanished += 1
+                vanished.incrementAndGet()
             }
           }
         })
@@ -63,8 +64,9 @@ class MaintenanceConcurrencySuite extends AnyFunSuite {
         }
       }
       assert(new File(dir).list().count(_.endsWith(".snapshot")) <= retain + 1)
-      info(s"400 commits; $snapshots snapshot and $cleanups cleanup passes concurrently; " +
-        s"$reads concurrent loads exact, $vanished raced past retention")
+      // The loops really ran alongside the commits, and most loads found their version.
+      assert(snapshots.get > 0 && cleanups.get > 0, s"$snapshots snapshots, $cleanups cleanups")
+      assert(reads.get > vanished.get, s"$reads loads exact, $vanished raced past retention")
     }
   }
 }

@@ -24,7 +24,7 @@ import spillstore.SpillStoreProviderSuite._
  * model exactly, and every few rounds so must a fresh load from the checkpoint.
  */
 class OwnershipStressSuite extends AnyFunSuite {
-  private val rounds = sys.env.getOrElse("SPILLSTORE_STRESS_ROUNDS", "1500").toInt
+  private val rounds = sys.env.getOrElse("SPILLSTORE_STRESS_ROUNDS", "2000").toInt
   private val numProviders = 6
   private val numThreads = 3
   private val keySpace = 3000

@@ -62,7 +62,8 @@ class ResourceFaultSuite extends AnyFunSuite {
 
   test("an unusable local dir fails eviction naming the dir and the conf key; checkpoint intact") {
     // Valid at init; by the first eviction a regular file sits where the directory must go.
-    val bad = new File(Files.createTempDirectory("local").toFile, "cold")
+    val local = Files.createTempDirectory("local").toFile
+    val bad = new File(local, "cold")
     val conf = new SQLConf
     conf.setConfString("spark.sql.streaming.stateStore.spillstore.localDir", bad.getPath)
     conf.setConfString("spark.sql.streaming.stateStore.spillstore.memoryBudget", "256k")
