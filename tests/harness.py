@@ -18,7 +18,11 @@ import decimal
 import json
 import os
 import re
+import shutil
+import signal
+import subprocess
 import sys
+import tempfile
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -37,9 +41,15 @@ QUERY_TIMEOUT_S = 180
 
 def session_builder(master: str = "local[2]", partitions: int = 2, **options: Any) -> Any:
     """The tests' SparkSession builder with spillstore configured (``options`` are spillstore
-    options): pytest's session fixture, restart_worker.py and the heavy jobs."""
+    options): pytest's session fixture, restart_worker.py and the heavy jobs.
+
+    The JVMs' ``java.io.tmpdir`` is Python's temporary directory, which ``TMPDIR`` sets: Spark's
+    local dirs (``spark-*``, ``blockmgr-*``, and under them spillstore's cold tiers, as
+    ``spark.local.dir`` is left unset) and the native libraries RocksDB and LZ4 unpack go
+    there, so a job run by ``run_job`` leaves nothing in /tmp even when it is killed."""
     from pyspark.sql import SparkSession
 
+    java_tmp = f"-Djava.io.tmpdir={tempfile.gettempdir()}"
     # Python workers (applyInPandasWithState) must run this interpreter, which has spillstore,
     # pandas and pyarrow. pyspark's default is whatever `python3` is first on PATH, and the
     # `spark.pyspark.python` conf does not change that for a local session started from Python.
@@ -53,6 +63,8 @@ def session_builder(master: str = "local[2]", partitions: int = 2, **options: An
         .config("spark.sql.shuffle.partitions", str(partitions))
         .config("spark.default.parallelism", str(partitions))
         .config("spark.sql.session.timeZone", "UTC")
+        .config("spark.driver.extraJavaOptions", java_tmp)
+        .config("spark.executor.extraJavaOptions", java_tmp)
     )
     try:
         return spillstore.configure(builder, **options)
@@ -251,6 +263,7 @@ def _global_limit(s: Streams) -> Any:
     return s["events"].limit(7)
 
 
+
 @dataclass(frozen=True)
 class QuerySpec:
     name: str
@@ -424,6 +437,64 @@ def descendants(pid: int) -> list[int]:
             out.append(child)
             todo.append(child)
     return out
+
+
+def run_job(args: Sequence[str], workdir: Path, timeout_s: float
+            ) -> subprocess.CompletedProcess[str]:
+    """Run ``python ARGS...`` (a job script that starts its own SparkSession, hence its own
+    JVM) and wait for it, capturing its output.
+
+    The job runs in a process group of its own with ``TMPDIR=<workdir>/tmp``: its Python's
+    temporary files, and through ``session_builder`` its JVM's (Spark's local dirs, cold
+    tiers, unpacked native libraries), go there. Whatever happens (normal end, timeout, the
+    test interrupted), the group is SIGKILLed if still alive and ``<workdir>/tmp`` is
+    deleted. A timeout raises AssertionError with the end of the job's stderr."""
+    tmp = workdir / "tmp"
+    tmp.mkdir(parents=True, exist_ok=True)
+    env = {**os.environ, "TMPDIR": str(tmp), "PYSPARK_PYTHON": sys.executable}
+    proc = subprocess.Popen([sys.executable, *args], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, env=env, start_new_session=True)
+    timed_out = False
+    try:
+        try:
+            stdout, stderr = proc.communicate(timeout=timeout_s)
+        except subprocess.TimeoutExpired:
+            timed_out = True
+            _kill_group(proc.pid)
+            stdout, stderr = proc.communicate()
+    finally:
+        _kill_group(proc.pid)  # no-op when the group has ended; Python workers may outlive it
+        proc.kill()
+        proc.wait()
+        shutil.rmtree(tmp, ignore_errors=True)
+    if timed_out:
+        raise AssertionError(f"{' '.join(args)} did not finish within {timeout_s} s:\n"
+                             f"{stderr[-6000:]}")
+    return subprocess.CompletedProcess(proc.args, proc.returncode, stdout, stderr)
+
+
+def _kill_group(pgid: int) -> None:
+    try:
+        os.killpg(pgid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+
+
+_JAVA_EXCEPTION = re.compile(
+    r"((?:[a-z_][\w$]*\.)+[A-Z][\w$]*(?:Exception|Error))(?![\w$])(: [^\n]*)?")
+_WRAPPERS = {"org.apache.spark.SparkException",
+             "org.apache.spark.sql.streaming.StreamingQueryException",
+             "py4j.protocol.Py4JJavaError"}  # a foreachBatch function's failure
+
+
+def java_error(text: str) -> str:
+    """The first Java exception named in ``text`` (a failed query's message or a job's
+    stderr) that is not one of Spark's wrappers, as ``class: message`` on one line; the
+    first line of ``text`` if it names none."""
+    for m in _JAVA_EXCEPTION.finditer(text):
+        if m.group(1) not in _WRAPPERS:
+            return m.group(0).strip()
+    return text.strip().splitlines()[0] if text.strip() else ""
 
 
 def read_outputs(output_dir: Path) -> Outputs:
