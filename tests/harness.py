@@ -263,6 +263,16 @@ def _global_limit(s: Streams) -> Any:
     return s["events"].limit(7)
 
 
+def _dedup_then_count(s: Streams) -> Any:
+    """Two stateful operators in one query: dropDuplicates (its state removed by the
+    watermark) feeding a count + sum per key."""
+    from pyspark.sql import functions as F
+
+    return (
+        s["events"].withWatermark("ts", "10 seconds").dropDuplicates(["id", "ts"])
+        .groupBy("key").agg(F.count("*").alias("n"), F.sum("value").alias("total"))
+    )
+
 
 @dataclass(frozen=True)
 class QuerySpec:
@@ -289,6 +299,7 @@ QUERIES: dict[str, QuerySpec] = {
         QuerySpec("join_left_outer", ("impressions", "clicks"), "append", _join("left_outer"),
                   True),
         QuerySpec("global_limit", ("events",), "append", _global_limit, False),
+        QuerySpec("dedup_then_count", ("events",), "update", _dedup_then_count, True),
     ]
 }
 

@@ -81,6 +81,26 @@ def test_dedup_drops_duplicates_and_late_rows(full_run: FullRun) -> None:
     assert (3, 5) in expected and (13, 4) not in expected  # a duplicate and a late row
 
 
+def test_dedup_then_count_counts_each_kept_row_once(full_run: FullRun) -> None:
+    seen: set[tuple[int, int]] = set()
+    n: Counter[str] = Counter()
+    total: Counter[str] = Counter()
+    for batch, rows in enumerate(EVENTS):
+        for id_, key, value, t in rows:
+            if t > WATERMARK[batch] and (id_, t) not in seen:
+                seen.add((id_, t))
+                n[key] += 1
+                total[key] += value
+    last: dict[str, dict[str, Any]] = {}
+    outputs = full_run("dedup_then_count", DEFAULT).outputs
+    for batch in sorted(outputs):
+        for row in rows_of({batch: outputs[batch]}):
+            last[row["key"]] = row
+    assert last == {k: {"key": k, "n": n[k], "total": total[k]} for k in n}
+    # both operators kept state: the dedup dropped a duplicate, the count saw a key twice
+    assert sum(n.values()) < sum(len(rows) for rows in EVENTS) and max(n.values()) > 1
+
+
 def test_dedup_within_watermark_forgets_expired_ids(full_run: FullRun) -> None:
     got = Counter(r["id"] for r in rows_of(full_run("dedup_within_watermark", DEFAULT).outputs))
     assert got[7] == 1  # id 7 at t=15, 22, 40: the later ones within its watermark
