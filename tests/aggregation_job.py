@@ -51,6 +51,8 @@ def read_state(spark: Any, checkpoint: str) -> list[list[Any]]:
 
 
 def main(spec_file: str) -> int:
+    """Run the query of SPEC.json in a new session and write the report; 0 unless the
+    session itself failed (the query's failure is in the report)."""
     spec = json.loads(Path(spec_file).read_text())
     report: dict[str, Any] = {"error": None, "message": None, "progress": []}
     started = time.monotonic()

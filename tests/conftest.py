@@ -18,10 +18,12 @@ OPERATORS_JOB = Path(__file__).with_name("operators_job.py")
 
 
 @pytest.fixture(scope="session")
-def spark() -> Iterator[Any]:
+def spark(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
     """local[2] session configured with ``spillstore.configure`` (jar on spark.jars, provider
-    class spillstore); ``harness.run_query`` switches the provider per query."""
-    session = harness.start_session()
+    class spillstore); ``harness.run_query`` switches the provider per query. Its JVM keeps
+    its temporary files (Spark's local dirs, cold tiers, unpacked native libraries) under the
+    session's basetemp, which pytest deletes even if this process dies before the JVM."""
+    session = harness.start_session(tmp_dir=tmp_path_factory.mktemp("session-jvm-tmp"))
     yield session
     session.stop()
 

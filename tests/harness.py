@@ -23,6 +23,7 @@ import signal
 import subprocess
 import sys
 import tempfile
+import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -39,17 +40,20 @@ QUERY_TIMEOUT_S = 180
 # Session
 
 
-def session_builder(master: str = "local[2]", partitions: int = 2, **options: Any) -> Any:
+def session_builder(master: str = "local[2]", partitions: int = 2,
+                    tmp_dir: Path | None = None, **options: Any) -> Any:
     """The tests' SparkSession builder with spillstore configured (``options`` are spillstore
     options): pytest's session fixture, restart_worker.py and the heavy jobs.
 
-    The JVMs' ``java.io.tmpdir`` is Python's temporary directory, which ``TMPDIR`` sets: Spark's
+    The JVMs' ``java.io.tmpdir`` is ``tmp_dir``, by default Python's temporary directory, which
+    ``TMPDIR`` sets: Spark's
     local dirs (``spark-*``, ``blockmgr-*``, and under them spillstore's cold tiers, as
     ``spark.local.dir`` is left unset) and the native libraries RocksDB and LZ4 unpack go
     there, so a job run by ``run_job`` leaves nothing in /tmp even when it is killed."""
     from pyspark.sql import SparkSession
 
-    java_tmp = f"-Djava.io.tmpdir={tempfile.gettempdir()}"
+    # -XX:-UsePerfData: no /tmp/hsperfdata_<user>/<pid> file, which a killed JVM leaves.
+    java_tmp = f"-Djava.io.tmpdir={tmp_dir or tempfile.gettempdir()} -XX:-UsePerfData"
     # Python workers (applyInPandasWithState) must run this interpreter, which has spillstore,
     # pandas and pyarrow. pyspark's default is whatever `python3` is first on PATH, and the
     # `spark.pyspark.python` conf does not change that for a local session started from Python.
@@ -74,10 +78,11 @@ def session_builder(master: str = "local[2]", partitions: int = 2, **options: An
         ) from None
 
 
-def start_session() -> Any:
-    """Create (or get) the tests' SparkSession. Python workers import this module too (the
-    applyInPandasWithState function lives here), so it is shipped with addPyFile."""
-    session = session_builder().getOrCreate()
+def start_session(tmp_dir: Path | None = None) -> Any:
+    """Create (or get) the tests' SparkSession, its JVM's temporary files in ``tmp_dir`` (see
+    ``session_builder``). Python workers import this module too (the applyInPandasWithState
+    function lives here), so it is shipped with addPyFile."""
+    session = session_builder(tmp_dir=tmp_dir).getOrCreate()
     session.sparkContext.setLogLevel("ERROR")
     session.sparkContext.addPyFile(__file__)
     return session
@@ -474,7 +479,10 @@ def run_job(args: Sequence[str], workdir: Path, timeout_s: float
             _kill_group(proc.pid)
             stdout, stderr = proc.communicate()
     finally:
-        _kill_group(proc.pid)  # no-op when the group has ended; Python workers may outlive it
+        if proc.poll() is not None and not timed_out:
+            # The job ended; its JVM exits (and cleans up) once it sees the job's pipe close.
+            _wait_group(proc.pid, timeout_s=60)
+        _kill_group(proc.pid)  # whatever is left: the test failed, timed out or was interrupted
         proc.kill()
         proc.wait()
         shutil.rmtree(tmp, ignore_errors=True)
@@ -484,7 +492,28 @@ def run_job(args: Sequence[str], workdir: Path, timeout_s: float
     return subprocess.CompletedProcess(proc.args, proc.returncode, stdout, stderr)
 
 
+def _group_alive(pgid: int) -> bool:
+    """Some process (not a zombie) is still in process group ``pgid``."""
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                fields = Path(f"/proc/{entry}/stat").read_text().rsplit(")", 1)[1].split()
+            except OSError:
+                continue
+            if int(fields[2]) == pgid and fields[0] not in ("Z", "X"):
+                return True
+    return False
+
+
+def _wait_group(pgid: int, timeout_s: float) -> None:
+    """Wait until process group ``pgid`` is empty, at most ``timeout_s`` seconds."""
+    deadline = time.monotonic() + timeout_s
+    while _group_alive(pgid) and time.monotonic() < deadline:
+        time.sleep(0.1)
+
+
 def _kill_group(pgid: int) -> None:
+    """SIGKILL every process of group ``pgid`` (a job's group, see ``run_job``), if any."""
     try:
         os.killpg(pgid, signal.SIGKILL)
     except ProcessLookupError:

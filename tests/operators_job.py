@@ -49,6 +49,8 @@ def run_one(spark: Any, workdir: Path, query: str) -> dict[str, Any]:
 
 
 def main(spec_file: str) -> int:
+    """Run the queries of SPEC.json in turn in a new session; 0 when the session ran them all
+    (each query's own success or failure is in the report)."""
     spec = json.loads(Path(spec_file).read_text())
     workdir = Path(spec["workdir"])
     options = {} if spec["budget"] is None else {"memoryBudget": spec["budget"]}

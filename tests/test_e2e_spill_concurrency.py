@@ -21,6 +21,7 @@ from typing import Any
 import harness
 import pytest
 import spillstore
+from aggregation_job import SCHEMAS
 
 JOB = Path(__file__).with_name("aggregation_job.py")
 
@@ -31,8 +32,6 @@ def _run_job(workdir: Path, batches: list[list[tuple[int, ...]]], **spec: Any
     (master, partitions, budget, shape, read_state); its report and its outputs. Fails with
     the Java exception's first line if the job or its query failed."""
     input_dir, checkpoint, output = (workdir / d for d in ("input", "checkpoint", "output"))
-    from aggregation_job import SCHEMAS
-
     harness.write_batches(input_dir, SCHEMAS[spec["shape"]], batches, range(len(batches)))
     report_file = workdir / "report.json"
     spec_file = workdir / "spec.json"
@@ -58,7 +57,8 @@ def _evictions(progress: list[dict[str, Any]]) -> int:
 
 
 def _canonical(row: dict[str, Any]) -> str:
-    return json.dumps(row, sort_keys=True)  # as harness.canonical writes a Row
+    """A row as the job's output files hold it (``harness.canonical`` of a Row)."""
+    return json.dumps(row, sort_keys=True)
 
 
 # --------------------------------------------------------------------------------------------
