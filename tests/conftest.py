@@ -1,21 +1,29 @@
-"""Fixtures shared by the end-to-end tests: one SparkSession for the whole run, and every
-full (uninterrupted) run of a test query computed once and shared between tests."""
+"""Fixtures shared by the end-to-end tests: one SparkSession for the whole run, every
+full (uninterrupted) run of a test query computed once and shared between tests, and the
+runs of every test query with spillstore in a fresh JVM per memory budget."""
 
 from __future__ import annotations
 
+import json
+import time
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import harness
 import pytest
 
+OPERATORS_JOB = Path(__file__).with_name("operators_job.py")
+
 
 @pytest.fixture(scope="session")
-def spark() -> Iterator[Any]:
+def spark(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
     """local[2] session configured with ``spillstore.configure`` (jar on spark.jars, provider
-    class spillstore); ``harness.run_query`` switches the provider per query."""
-    session = harness.start_session()
+    class spillstore); ``harness.run_query`` switches the provider per query. Its JVM keeps
+    its temporary files (Spark's local dirs, cold tiers, unpacked native libraries) under the
+    session's basetemp, which pytest deletes even if this process dies before the JVM."""
+    session = harness.start_session(tmp_dir=tmp_path_factory.mktemp("session-jvm-tmp"))
     yield session
     session.stop()
 
@@ -23,25 +31,80 @@ def spark() -> Iterator[Any]:
 # spillstore options that make every committed entry leave the heap at the next growth.
 EVERYTHING_SPILLS = {"memoryBudget": "1"}
 
+# The budgets every query runs at in a fresh JVM (fresh_jvm_runs): name -> memoryBudget.
+BUDGETS: dict[str, str | None] = {"default_budget": None, "budget_1_byte": "1"}
+
 
 @pytest.fixture(scope="session")
 def full_run(
     spark: Any, tmp_path_factory: pytest.TempPathFactory
-) -> Callable[..., harness.Run]:
-    """``full_run(query, provider, spill=False)``: the query run once over all input batches
-    with a new checkpoint and the given provider (with ``spill``, spillstore under a budget that
-    spills everything); cached for the session."""
-    cache: dict[tuple[str, str, bool], harness.Run] = {}
+) -> Callable[[str, str], harness.Run]:
+    """``full_run(query, provider)``: the query run once in this process' session over all
+    input batches with a new checkpoint and the given provider; cached for the session."""
+    cache: dict[tuple[str, str], harness.Run] = {}
 
-    def get(query: str, provider: str, spill: bool = False) -> harness.Run:
-        if (query, provider, spill) not in cache:
+    def get(query: str, provider: str) -> harness.Run:
+        if (query, provider) not in cache:
             tag = "spillstore" if provider == harness.SPILLSTORE else "default"
-            workdir: Path = tmp_path_factory.mktemp(f"{query}-{tag}{'-spill' if spill else ''}-")
+            workdir: Path = tmp_path_factory.mktemp(f"{query}-{tag}-")
             inputs = harness.write_inputs(
                 workdir, harness.QUERIES[query].sources, range(harness.NUM_BATCHES))
-            cache[(query, provider, spill)] = harness.run_query(
-                spark, query, inputs, workdir / "checkpoint", workdir / "output", provider,
-                options=EVERYTHING_SPILLS if spill else None)
-        return cache[(query, provider, spill)]
+            cache[(query, provider)] = harness.run_query(
+                spark, query, inputs, workdir / "checkpoint", workdir / "output", provider)
+        return cache[(query, provider)]
+
+    return get
+
+
+@dataclass
+class FreshJvmRuns:
+    """Every query of ``harness.QUERIES`` run with spillstore by ``operators_job.py``, in one
+    fresh JVM at one memory budget."""
+
+    budget: str  # a name in BUDGETS
+    workdir: Path
+    job: Any  # subprocess.CompletedProcess[str]
+    report: dict[str, Any]  # operators_job.py's report.json ({} if it wrote none)
+    seconds: float
+
+    def run(self, query: str) -> harness.Run:
+        """The query's run; fails the calling test, naming the query and the budget, if the
+        job or the query failed."""
+        where = f"{query} with spillstore at {self.budget} in a fresh JVM"
+        result = self.report.get("queries", {}).get(query)
+        if result is None:
+            raise AssertionError(
+                f"{where}: operators_job.py never ran it (exit {self.job.returncode}, "
+                f"{harness.java_error(self.job.stderr)}):\n{self.job.stderr[-6000:]}")
+        if result["error"] is not None:
+            raise AssertionError(f"{where} failed: {result['error']}\n{result['message']}")
+        qdir = self.workdir / query
+        progress = json.loads((qdir / "progress.json").read_text())
+        return harness.Run(qdir / "checkpoint", qdir / "output", progress)
+
+
+@pytest.fixture(scope="session")
+def fresh_jvm_runs(tmp_path_factory: pytest.TempPathFactory) -> Callable[[str], FreshJvmRuns]:
+    """``fresh_jvm_runs(budget)``: every test query run with spillstore in a new Python
+    process and JVM at that budget (a name in BUDGETS), all queries in turn in that one JVM;
+    run once per budget and cached for the session."""
+    cache: dict[str, FreshJvmRuns] = {}
+
+    def get(budget: str) -> FreshJvmRuns:
+        if budget not in cache:
+            workdir = tmp_path_factory.mktemp(f"fresh-jvm-{budget}-")
+            spec = workdir / "spec.json"
+            spec.write_text(json.dumps({"workdir": str(workdir), "budget": BUDGETS[budget],
+                                        "queries": list(harness.QUERIES)}))
+            started = time.monotonic()
+            job = harness.run_job([str(OPERATORS_JOB), str(spec)], workdir, timeout_s=900)
+            seconds = time.monotonic() - started
+            report_file = workdir / "report.json"
+            report = json.loads(report_file.read_text()) if report_file.exists() else {}
+            times = {q: r["seconds"] for q, r in report.get("queries", {}).items()}
+            print(f"\nfresh JVM at {budget}: {seconds:.0f} s (session start "
+                  f"{report.get('session_start_s')} s; per query {times})")
+            cache[budget] = FreshJvmRuns(budget, workdir, job, report, seconds)
+        return cache[budget]
 
     return get

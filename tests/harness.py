@@ -18,7 +18,12 @@ import decimal
 import json
 import os
 import re
+import shutil
+import signal
+import subprocess
 import sys
+import tempfile
+import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -35,11 +40,20 @@ QUERY_TIMEOUT_S = 180
 # Session
 
 
-def session_builder(master: str = "local[2]", partitions: int = 2, **options: Any) -> Any:
+def session_builder(master: str = "local[2]", partitions: int = 2,
+                    tmp_dir: Path | None = None, **options: Any) -> Any:
     """The tests' SparkSession builder with spillstore configured (``options`` are spillstore
-    options): pytest's session fixture, restart_worker.py and the heavy jobs."""
+    options): pytest's session fixture, restart_worker.py and the heavy jobs.
+
+    The JVMs' ``java.io.tmpdir`` is ``tmp_dir``, by default Python's temporary directory, which
+    ``TMPDIR`` sets: Spark's
+    local dirs (``spark-*``, ``blockmgr-*``, and under them spillstore's cold tiers, as
+    ``spark.local.dir`` is left unset) and the native libraries RocksDB and LZ4 unpack go
+    there, so a job run by ``run_job`` leaves nothing in /tmp even when it is killed."""
     from pyspark.sql import SparkSession
 
+    # -XX:-UsePerfData: no /tmp/hsperfdata_<user>/<pid> file, which a killed JVM leaves.
+    java_tmp = f"-Djava.io.tmpdir={tmp_dir or tempfile.gettempdir()} -XX:-UsePerfData"
     # Python workers (applyInPandasWithState) must run this interpreter, which has spillstore,
     # pandas and pyarrow. pyspark's default is whatever `python3` is first on PATH, and the
     # `spark.pyspark.python` conf does not change that for a local session started from Python.
@@ -53,6 +67,8 @@ def session_builder(master: str = "local[2]", partitions: int = 2, **options: An
         .config("spark.sql.shuffle.partitions", str(partitions))
         .config("spark.default.parallelism", str(partitions))
         .config("spark.sql.session.timeZone", "UTC")
+        .config("spark.driver.extraJavaOptions", java_tmp)
+        .config("spark.executor.extraJavaOptions", java_tmp)
     )
     try:
         return spillstore.configure(builder, **options)
@@ -62,10 +78,11 @@ def session_builder(master: str = "local[2]", partitions: int = 2, **options: An
         ) from None
 
 
-def start_session() -> Any:
-    """Create (or get) the tests' SparkSession. Python workers import this module too (the
-    applyInPandasWithState function lives here), so it is shipped with addPyFile."""
-    session = session_builder().getOrCreate()
+def start_session(tmp_dir: Path | None = None) -> Any:
+    """Create (or get) the tests' SparkSession, its JVM's temporary files in ``tmp_dir`` (see
+    ``session_builder``). Python workers import this module too (the applyInPandasWithState
+    function lives here), so it is shipped with addPyFile."""
+    session = session_builder(tmp_dir=tmp_dir).getOrCreate()
     session.sparkContext.setLogLevel("ERROR")
     session.sparkContext.addPyFile(__file__)
     return session
@@ -251,6 +268,17 @@ def _global_limit(s: Streams) -> Any:
     return s["events"].limit(7)
 
 
+def _dedup_then_count(s: Streams) -> Any:
+    """Two stateful operators in one query: dropDuplicates (its state removed by the
+    watermark) feeding a count + sum per key."""
+    from pyspark.sql import functions as F
+
+    return (
+        s["events"].withWatermark("ts", "10 seconds").dropDuplicates(["id", "ts"])
+        .groupBy("key").agg(F.count("*").alias("n"), F.sum("value").alias("total"))
+    )
+
+
 @dataclass(frozen=True)
 class QuerySpec:
     name: str
@@ -276,6 +304,7 @@ QUERIES: dict[str, QuerySpec] = {
         QuerySpec("join_left_outer", ("impressions", "clicks"), "append", _join("left_outer"),
                   True),
         QuerySpec("global_limit", ("events",), "append", _global_limit, False),
+        QuerySpec("dedup_then_count", ("events",), "update", _dedup_then_count, True),
     ]
 }
 
@@ -424,6 +453,88 @@ def descendants(pid: int) -> list[int]:
             out.append(child)
             todo.append(child)
     return out
+
+
+def run_job(args: Sequence[str], workdir: Path, timeout_s: float
+            ) -> subprocess.CompletedProcess[str]:
+    """Run ``python ARGS...`` (a job script that starts its own SparkSession, hence its own
+    JVM) and wait for it, capturing its output.
+
+    The job runs in a process group of its own with ``TMPDIR=<workdir>/tmp``: its Python's
+    temporary files, and through ``session_builder`` its JVM's (Spark's local dirs, cold
+    tiers, unpacked native libraries), go there. Whatever happens (normal end, timeout, the
+    test interrupted), the group is SIGKILLed if still alive and ``<workdir>/tmp`` is
+    deleted. A timeout raises AssertionError with the end of the job's stderr."""
+    tmp = workdir / "tmp"
+    tmp.mkdir(parents=True, exist_ok=True)
+    env = {**os.environ, "TMPDIR": str(tmp), "PYSPARK_PYTHON": sys.executable}
+    proc = subprocess.Popen([sys.executable, *args], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, env=env, start_new_session=True)
+    timed_out = False
+    try:
+        try:
+            stdout, stderr = proc.communicate(timeout=timeout_s)
+        except subprocess.TimeoutExpired:
+            timed_out = True
+            _kill_group(proc.pid)
+            stdout, stderr = proc.communicate()
+    finally:
+        if proc.poll() is not None and not timed_out:
+            # The job ended; its JVM exits (and cleans up) once it sees the job's pipe close.
+            _wait_group(proc.pid, timeout_s=60)
+        _kill_group(proc.pid)  # whatever is left: the test failed, timed out or was interrupted
+        proc.kill()
+        proc.wait()
+        shutil.rmtree(tmp, ignore_errors=True)
+    if timed_out:
+        raise AssertionError(f"{' '.join(args)} did not finish within {timeout_s} s:\n"
+                             f"{stderr[-6000:]}")
+    return subprocess.CompletedProcess(proc.args, proc.returncode, stdout, stderr)
+
+
+def _group_alive(pgid: int) -> bool:
+    """Some process (not a zombie) is still in process group ``pgid``."""
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                fields = Path(f"/proc/{entry}/stat").read_text().rsplit(")", 1)[1].split()
+            except OSError:
+                continue
+            if int(fields[2]) == pgid and fields[0] not in ("Z", "X"):
+                return True
+    return False
+
+
+def _wait_group(pgid: int, timeout_s: float) -> None:
+    """Wait until process group ``pgid`` is empty, at most ``timeout_s`` seconds."""
+    deadline = time.monotonic() + timeout_s
+    while _group_alive(pgid) and time.monotonic() < deadline:
+        time.sleep(0.1)
+
+
+def _kill_group(pgid: int) -> None:
+    """SIGKILL every process of group ``pgid`` (a job's group, see ``run_job``), if any."""
+    try:
+        os.killpg(pgid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+
+
+_JAVA_EXCEPTION = re.compile(
+    r"((?:[a-z_][\w$]*\.)+[A-Z][\w$]*(?:Exception|Error))(?![\w$])(: [^\n]*)?")
+_WRAPPERS = {"org.apache.spark.SparkException",
+             "org.apache.spark.sql.streaming.StreamingQueryException",
+             "py4j.protocol.Py4JJavaError"}  # a foreachBatch function's failure
+
+
+def java_error(text: str) -> str:
+    """The first Java exception named in ``text`` (a failed query's message or a job's
+    stderr) that is not one of Spark's wrappers, as ``class: message`` on one line; the
+    first line of ``text`` if it names none."""
+    for m in _JAVA_EXCEPTION.finditer(text):
+        if m.group(1) not in _WRAPPERS:
+            return m.group(0).strip()
+    return text.strip().splitlines()[0] if text.strip() else ""
 
 
 def read_outputs(output_dir: Path) -> Outputs:

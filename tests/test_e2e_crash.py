@@ -8,6 +8,7 @@ import contextlib
 import json
 import os
 import random
+import shutil
 import signal
 import subprocess
 import sys
@@ -42,8 +43,13 @@ def test_kill9_mid_stream_then_restart(
     jobs = tmp_path / "jobs.json"
     jobs.write_text(json.dumps([{"query": query, "inputs": {k: str(v) for k, v in inputs.items()},
                                  "checkpoint": str(checkpoint), "output": str(output)}]))
+    # The killed JVM cannot delete its temporary files (Spark's local dirs, the cold tiers in
+    # them, the native libraries it unpacked): they go to a directory of the test's.
+    worker_tmp = tmp_path / "worker-tmp"
+    worker_tmp.mkdir()
     worker = subprocess.Popen([sys.executable, str(WORKER), str(jobs)],
-                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                              env={**os.environ, "TMPDIR": str(worker_tmp)})
     try:
         deadline = time.monotonic() + 300
         while len(_committed(checkpoint)) < target:
@@ -61,7 +67,13 @@ def test_kill9_mid_stream_then_restart(
                 os.kill(pid, signal.SIGKILL)
         worker.send_signal(signal.SIGKILL)
     finally:
+        if worker.poll() is None:  # the test failed before the kill
+            for pid in harness.descendants(worker.pid):
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(pid, signal.SIGKILL)
+            worker.kill()
         worker.wait(60)
+        shutil.rmtree(worker_tmp, ignore_errors=True)
     killed_after = _committed(checkpoint)
     assert len(killed_after) < NUM_BATCHES, f"the query finished before the kill: {killed_after}"
     resumed = harness.run_query(spark, query, inputs, checkpoint, output, SPILLSTORE)

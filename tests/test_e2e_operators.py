@@ -1,5 +1,9 @@
 """Every stateful operator gives the same output, batch by batch, with spillstore as with
-Spark's default (HDFS-backed) state store provider, on the same multi-batch input.
+Spark's default (HDFS-backed) state store provider, on the same multi-batch input. spillstore
+runs every query in a fresh JVM (the first stores and the first spill of that JVM are the
+first query's) at two memory budgets: the default one, under which nothing spills, and one
+byte, under which every committed entry leaves the heap; the default provider's runs are in
+the tests' own session.
 
 The second half checks the reference (default provider) runs against hand-derived
 expectations, so that the input really exercises what the comparison relies on: updates of
@@ -13,21 +17,26 @@ from typing import Any
 
 import harness
 import pytest
+from conftest import BUDGETS, FreshJvmRuns
 from harness import DEFAULT, EVENTS, QUERIES, SPILLSTORE, Run, rows_of
 
 FullRun = Callable[[str, str], Run]
 
 
+@pytest.mark.parametrize("budget", list(BUDGETS))
 @pytest.mark.parametrize("query", sorted(QUERIES))
-def test_same_output_as_default_provider(full_run: FullRun, query: str) -> None:
+def test_same_output_as_default_provider(
+    full_run: FullRun, fresh_jvm_runs: Callable[[str], FreshJvmRuns], query: str, budget: str
+) -> None:
     expected = full_run(query, DEFAULT)
-    actual = full_run(query, SPILLSTORE)
+    actual = fresh_jvm_runs(budget).run(query)
     assert harness.checkpoint_provider(expected.checkpoint) == {DEFAULT}
     assert harness.checkpoint_provider(actual.checkpoint) == {SPILLSTORE}
     assert any(expected.outputs.values()), "the reference run output nothing"
-    difference = harness.describe_difference(
-        actual.outputs, expected.outputs, "spillstore", "default")
-    assert actual.outputs == expected.outputs, f"{query} differs:\n{difference}"
+    name = f"spillstore at {budget}"
+    difference = harness.describe_difference(actual.outputs, expected.outputs, name, "default")
+    assert actual.outputs == expected.outputs, (
+        f"{query} with {name} (fresh JVM) differs from the default provider:\n{difference}")
 
 
 # ---------------------------------------------------------------------------------------------
@@ -79,6 +88,26 @@ def test_dedup_drops_duplicates_and_late_rows(full_run: FullRun) -> None:
     got = [(r["id"], r["t"]) for r in rows_of(full_run("dedup", DEFAULT).outputs)]
     assert sorted(got) == sorted(expected)
     assert (3, 5) in expected and (13, 4) not in expected  # a duplicate and a late row
+
+
+def test_dedup_then_count_counts_each_kept_row_once(full_run: FullRun) -> None:
+    seen: set[tuple[int, int]] = set()
+    n: Counter[str] = Counter()
+    total: Counter[str] = Counter()
+    for batch, rows in enumerate(EVENTS):
+        for id_, key, value, t in rows:
+            if t > WATERMARK[batch] and (id_, t) not in seen:
+                seen.add((id_, t))
+                n[key] += 1
+                total[key] += value
+    last: dict[str, dict[str, Any]] = {}
+    outputs = full_run("dedup_then_count", DEFAULT).outputs
+    for batch in sorted(outputs):
+        for row in rows_of({batch: outputs[batch]}):
+            last[row["key"]] = row
+    assert last == {k: {"key": k, "n": n[k], "total": total[k]} for k in n}
+    # both operators kept state: the dedup dropped a duplicate, the count saw a key twice
+    assert sum(n.values()) < sum(len(rows) for rows in EVENTS) and max(n.values()) > 1
 
 
 def test_dedup_within_watermark_forgets_expired_ids(full_run: FullRun) -> None:

@@ -5,8 +5,6 @@ default provider."""
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -93,10 +91,10 @@ def fresh_jvm(spark: Any, tmp_path_factory: pytest.TempPathFactory) -> dict[str,
         jobs.append({"query": query, "inputs": {k: str(v) for k, v in inputs.items()},
                      "checkpoint": str(workdir / "checkpoint"),
                      "output": str(workdir / "output")})
-    jobs_file = tmp_path_factory.mktemp("fresh-jvm-jobs") / "jobs.json"
+    jobs_dir = tmp_path_factory.mktemp("fresh-jvm-jobs")
+    jobs_file = jobs_dir / "jobs.json"
     jobs_file.write_text(json.dumps(jobs))
-    worker = subprocess.run([sys.executable, str(WORKER), str(jobs_file)],
-                            capture_output=True, text=True, timeout=600)
+    worker = harness.run_job([str(WORKER), str(jobs_file)], jobs_dir, timeout_s=600)
     return {"workdirs": workdirs, "worker": worker}
 
 

@@ -2,6 +2,8 @@
 small driver heap. Prints one JSON line of results; exits non-zero on any wrong batch.
 
     python tests/heavy/spill_job.py KEYS ROWS_PER_BATCH BATCHES BUDGET DRIVER_MEMORY
+
+The checkpoint is a temporary directory (under ``TMPDIR``), deleted at the end.
 """
 
 from __future__ import annotations
@@ -10,12 +12,15 @@ import json
 import sys
 import tempfile
 import time
+from pathlib import Path
 from typing import Any
 
-from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
 
-import spillstore
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests/, for harness
+import harness  # noqa: E402
+
+import spillstore  # noqa: E402
 
 
 def main() -> None:
@@ -23,14 +28,19 @@ def main() -> None:
     budget, driver_memory = sys.argv[4], sys.argv[5]
     assert keys % per_batch == 0, "keys must be a multiple of rows per batch"
     builder = (
-        SparkSession.builder.master("local[2]")
+        harness.session_builder("local[2]", partitions=4, memoryBudget=budget)
         .appName("spillstore-heavy")
         .config("spark.driver.memory", driver_memory)
-        .config("spark.sql.shuffle.partitions", "4")
-        .config("spark.ui.enabled", "false")
     )
-    spark = spillstore.configure(builder, memoryBudget=budget).getOrCreate()
+    spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel("WARN")
+    with tempfile.TemporaryDirectory(prefix="spill-heavy-") as checkpoint:
+        run(spark, keys, per_batch, batches, budget, driver_memory, checkpoint)
+
+
+def run(spark: Any, keys: int, per_batch: int, batches: int, budget: str, driver_memory: str,
+        checkpoint: str) -> None:
+    """Run the count until ``batches`` batches are done, print the report, stop ``spark``."""
     jvm = spark.sparkContext._jvm
     errors: list[str] = []
 
@@ -49,7 +59,7 @@ def main() -> None:
     start = time.time()
     query = (
         counts.writeStream.outputMode("update").foreachBatch(check)
-        .option("checkpointLocation", tempfile.mkdtemp(prefix="spill-heavy-"))
+        .option("checkpointLocation", checkpoint)
         .trigger(processingTime="0 seconds").start()
     )
     while query.lastProgress is None or query.lastProgress["batchId"] < batches - 1:
@@ -78,6 +88,8 @@ def main() -> None:
         "cold_entries": last.get("spillstoreColdEntries"),
         "heap_bytes": last.get("spillstoreHeapBytes"),
         "cold_bytes": last.get("spillstoreColdBytes"),
+        # the budget in force at the end, summed over the stores' shares
+        "budget_bytes": last.get("spillstoreBudgetBytes"),
         "evictions": sum(m.get("spillstoreEvictions", 0) for m in metrics),
         "heap_mb_per_batch": [m.get("spillstoreHeapBytes", 0) >> 20 for m in metrics],
         "hit_ratio": round(hits / (hits + misses), 4) if hits + misses else None,

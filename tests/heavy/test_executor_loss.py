@@ -12,9 +12,6 @@ killed executor's cold tier is lost with it.
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import executor_loss_job as job
@@ -39,10 +36,9 @@ def test_executor_killed_mid_batch_query_completes_exactly(
     spec = tmp_path / "spec.json"
     spec.write_text(json.dumps({"workdir": str(tmp_path), "budget": budget,
                                 "trials": [{"shape": s, "seed": n} for s, n in trials]}))
-    result = subprocess.run(
-        [sys.executable, str(JOB), str(spec)], capture_output=True, text=True, timeout=600,
-        env={**os.environ, "PYSPARK_PYTHON": sys.executable},
-    )
+    # In a process group and temp dir of its own (harness.run_job): the executor JVM killed
+    # here cannot delete its temporary files (native libraries it unpacked) itself.
+    result = harness.run_job([str(JOB), str(spec)], tmp_path, timeout_s=600)
     assert result.returncode == 0, result.stdout[-4000:] + result.stderr[-8000:]
     reports = json.loads(result.stdout.strip().splitlines()[-1])["trials"]
     assert len(reports) == len(trials)
