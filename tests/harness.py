@@ -375,6 +375,14 @@ class Run:
         return read_outputs(self.output_dir)
 
 
+def unload_state_stores(spark: Any) -> None:
+    """Unload (close) every state store provider of this JVM, as Spark does for a stopped
+    query's stores only at its next maintenance. spillstore's memory settings are executor-wide
+    (the strictest of the loaded stores' apply), so a test that ran with a small budget unloads
+    its stores before queries that expect the default one."""
+    spark._jvm.org.apache.spark.sql.execution.streaming.state.StateStore.stop()
+
+
 def run_query(
     spark: Any,
     query: str,
@@ -427,6 +435,8 @@ def run_query(
         assert finished, f"query {query} did not finish within {QUERY_TIMEOUT_S} s"
         return Run(checkpoint, output_dir, progress)
     finally:
+        if option_keys:
+            unload_state_stores(spark)
         for key in option_keys:
             spark.conf.unset(key)
         if previous is None:

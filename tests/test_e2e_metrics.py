@@ -67,6 +67,8 @@ def _run_count_per_key(spark: Any, workdir: Path, options: dict[str, str] | None
     finally:
         if listener is not None:
             spark.streams.removeListener(listener)
+        if keys:
+            harness.unload_state_stores(spark)
         for key in keys:
             spark.conf.unset(key)
         if previous is None:

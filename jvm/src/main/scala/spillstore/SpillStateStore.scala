@@ -211,8 +211,7 @@ final class SpillStateStore private[spillstore] (
       "attempt); this attempt's changes are discarded")
 
   private def unsupported(what: String): Nothing = throw new UnsupportedOperationException(
-    s"spillstore does not support $what yet ($this); a query that needs it (such as " +
-      "transformWithState) must use " +
+    s"spillstore does not support $what yet ($this); a query whose operator needs it must use " +
       "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider")
 }
 
