@@ -11,7 +11,7 @@ import spillstore.tiered.{Lease, TierCounters}
 /**
  * A view of a provider's live state at `version`, for one task. Writable views are the batch:
  * their changes go straight into the heap tier, journaled there, and `commit` makes them
- * version + 1. Every call runs under the live state's lock while `lease` is current (see
+ * version + 1. Every call first checks that `lease` still owns the live state (see
  * [[spillstore.tiered.TieredState]]'s ownership table); a view whose lease ended (commit,
  * abort, task end, a newer attempt, an unload) throws instead of touching the state.
  */
@@ -23,7 +23,7 @@ final class SpillStateStore private[spillstore] (
     forceSnapshotOnCommit: Boolean) extends StateStore {
   import SpillStateStore._
 
-  private val live = provider.state
+  private[spillstore] val live = lease.state
   private val keyFields = provider.keySchema.length
   private val valueFields = provider.valueSchema.length
   @volatile private[spillstore] var state: State = Updating
@@ -37,11 +37,9 @@ final class SpillStateStore private[spillstore] (
   override def get(key: UnsafeRow, colFamilyName: String): UnsafeRow = {
     checkColumnFamily(colFamilyName)
     live.enter(lease)
-    try {
-      checkOpen()
-      val v = live.get(key)
-      if (v == null) null else valueRow(v)
-    } finally live.exit()
+    checkOpen()
+    val v = live.get(key)
+    if (v == null) null else valueRow(v)
   }
 
   override def put(key: UnsafeRow, value: UnsafeRow, colFamilyName: String): Unit = {
@@ -51,24 +49,24 @@ final class SpillStateStore private[spillstore] (
     val bytes = new Array[Byte](value.getSizeInBytes)
     value.writeToMemory(bytes, Platform.BYTE_ARRAY_OFFSET)
     live.enter(lease)
-    try { checkOpen(); live.put(key, bytes) } finally live.exit()
+    checkOpen()
+    live.put(key, bytes)
   }
 
   override def remove(key: UnsafeRow, colFamilyName: String): Unit = {
     checkColumnFamily(colFamilyName)
     checkWritable()
     live.enter(lease)
-    try { checkOpen(); live.remove(key) } finally live.exit()
+    checkOpen()
+    live.remove(key)
   }
 
   override def iterator(colFamilyName: String): StateStoreIterator[UnsafeRowPair] = {
     checkColumnFamily(colFamilyName)
     live.enter(lease)
-    try {
-      checkOpen()
-      val entries = guarded(live.iterator())
-      pairs(entries, () => entries.close())
-    } finally live.exit()
+    checkOpen()
+    val entries = guarded(live.iterator())
+    pairs(entries, () => entries.close())
   }
 
   override def prefixScan(
@@ -77,7 +75,8 @@ final class SpillStateStore private[spillstore] (
     if (!provider.supportsPrefixScan) throw new UnsupportedOperationException(
       s"prefixScan needs a store created with PrefixKeyScanStateEncoderSpec; $this was not")
     live.enter(lease)
-    try { checkOpen(); pairs(live.prefixScan(prefixKey).iterator) } finally live.exit()
+    checkOpen()
+    pairs(live.prefixScan(prefixKey).iterator)
   }
 
   /**
@@ -89,13 +88,16 @@ final class SpillStateStore private[spillstore] (
       private var exhausted = false
       override def hasNext: Boolean = !exhausted && {
         live.enter(lease)
-        try { checkOpen(); exhausted = !it.hasNext; !exhausted } finally live.exit()
+        checkOpen()
+        exhausted = !it.hasNext
+        !exhausted
       }
       override def next(): T = {
         live.enter(lease)
-        try { checkOpen(); it.next() } finally live.exit()
+        checkOpen()
+        it.next()
       }
-      override def close(): Unit = live.locked { if (live.holds(lease)) it.close() }
+      override def close(): Unit = if (live.holds(lease)) it.close()
     }
 
   override def multiGet(keys: Array[UnsafeRow], colFamilyName: String): Iterator[UnsafeRow] =
@@ -112,10 +114,10 @@ final class SpillStateStore private[spillstore] (
 
   override def metrics: StateStoreMetrics = {
     // A committed view reports the state as its commit left it; an open one reads it live.
-    val (tiers, now) = if (state == Committed) (journal.tiers, journal.live) else live.locked {
-      if (live.holds(lease)) (live.batchCounters, provider.liveFigures())
+    val (tiers, now) =
+      if (state == Committed) (journal.tiers, journal.live)
+      else if (live.holds(lease)) (live.batchCounters, provider.liveFigures(live))
       else (NoCommit.tiers, NoCommit.live)
-    }
     val custom: Map[StateStoreCustomMetric, Long] = Map[StateStoreCustomMetric, Long](
       SpillStoreMetrics.CacheHits -> tiers.hits,
       SpillStoreMetrics.CacheMisses -> tiers.misses,

@@ -27,20 +27,23 @@ import spillstore.tiered.{Lease, TieredState}
  * owns the version the live state is at.
  *
  * Threads and ownership (the state table is [[TieredState]]'s):
- *  - Task threads open stores. Every store call runs under the live state's lock and only
- *    while the store's [[Lease]] is current. A task's read and write stores share one lease
+ *  - Task threads open stores. A store call runs only while the store's [[Lease]] owns the
+ *    live state; nothing else touches an owned state. A task's read and write stores share one lease
  *    (a 4.1+ upgrade, or 3.5/4.0's separate read and write stores in one task); a store opened
  *    by another task attempt (a retry, a speculative copy) revokes the older lease, aborting
- *    its batch: the newest attempt wins and the older one's next call throws.
+ *    its batch: the newest attempt wins and the older one's next call throws. The older
+ *    attempt's call may be in flight, so it keeps the old live state (and frees it) while the
+ *    newer one loads the version into a new one.
  *  - A lease ends at commit, at abort of its write store, or at the end of its task (the
  *    completion listener); ending it twice is a no-op.
  *  - Spark's maintenance pools call `doSnapshotMaintenance` / `doCleanupMaintenance`: they work
  *    on checkpoint files only and serialize with each other (and a forced snapshot) on
  *    `fileMaintenance`, never touching the live state. `close` (Spark's unload, on a
- *    maintenance thread) waits for the call in progress, then frees the live state; a store
- *    still open then fails its next call instead of touching freed memory.
+ *    maintenance thread) frees the live state, or, if a task owns it, leaves that to the task,
+ *    between its calls; a store still open fails its next call instead of touching freed memory.
  *  - Relief rounds of the executor's memory manager spill the live state only while it is idle.
- * `loadedVersion` and `writer` are guarded by the live state's lock.
+ * `state`, `loadedVersion` and `writer` change only under the provider's monitor, which opens,
+ * commits, aborts, task ends and unloads take; store calls never take it.
  */
 class SpillStoreProvider extends StateStoreProvider with Logging {
   // The driver instantiates providers only to ask for supportedCustomMetrics: keep it cheap.
@@ -50,7 +53,9 @@ class SpillStoreProvider extends StateStoreProvider with Logging {
   private var conf: SpillStoreConf = _
   private var hadoopConf: Configuration = _
   private var dir: CheckpointDir = _
-  private[spillstore] var state: TieredState = _
+  /** The live state; replaced by a new one when a newer attempt takes over. */
+  @volatile private[spillstore] var state: TieredState = _
+  private var newLiveState: () => TieredState = _
   private var recovery: Recovery = _
   private var snapshotter: Snapshotter = _
   private var cleaner: Cleaner = _
@@ -100,10 +105,14 @@ class SpillStoreProvider extends StateStoreProvider with Logging {
     // The cold-key filter is heap eviction cannot free: a small part of the budget per store.
     val filterMax = math.max(64L << 10, math.min(ColdKeyFilter.MaxBytes,
       memory.effectiveBudgetBytes / 16))
-    this.state = new TieredState(s"op${stateStoreId.operatorId}-p${stateStoreId.partitionId}-" +
-      stateStoreId.storeName, index, () => conf.localDir, enforceBudget, reportEvery, filterMax,
-      coldTiers)
-    memory.register(state, conf.memory)
+    this.newLiveState = () => {
+      val s = new TieredState(s"op${stateStoreId.operatorId}-p${stateStoreId.partitionId}-" +
+        stateStoreId.storeName, index, () => conf.localDir, enforceBudget, reportEvery, filterMax,
+        coldTiers)
+      memory.register(s, conf.memory)
+      s
+    }
+    this.state = newLiveState()
     this.recovery = new Recovery(dir)
     this.snapshotter = new Snapshotter(dir, () => conf.localDir)
     this.cleaner = new Cleaner(dir)
@@ -173,7 +182,7 @@ class SpillStoreProvider extends StateStoreProvider with Logging {
     val taskAttemptId = task.map(_.taskAttemptId()).getOrElse(-1L)
     val holder = task.map(t => s"task attempt $taskAttemptId (partition ${t.partitionId()})")
       .getOrElse("a store opened outside a task") + s" of $this"
-    state.locked {
+    synchronized {
       val current = state.currentLease
       val (lease, fresh) =
         if (upgrading != null) {
@@ -185,13 +194,17 @@ class SpillStoreProvider extends StateStoreProvider with Logging {
         } else if (current != null && taskAttemptId >= 0 && current.taskAttemptId == taskAttemptId) {
           (current, false)
         } else {
-          if (current != null) {
-            // An attempt that failed without aborting, or one still running (zombie,
-            // speculation): its batch is not committed, so it must not survive.
-            logWarning(s"$holder takes the live state over from ${current.holder}, " +
-              "whose store was still open; aborting its batch")
-            state.revoke(s"replaced by $holder (a retried or speculative attempt)")
+          if (current != null && state.revoke(s"replaced by $holder (a retried or speculative " +
+              "attempt)")) {
+            // An attempt still running (zombie, speculation), or one that never ended its store:
+            // its batch must not survive, and its call may be in flight, so the state is left to
+            // it to free and this attempt loads a new one.
+            logWarning(s"$holder takes over from ${current.holder}, whose store was still open; " +
+              "its batch is discarded and the version reloaded from the checkpoint")
+            memory.unregister(state)
             invalidateWriter()
+            loadedVersion = -1
+            state = newLiveState()
           }
           (state.acquire(holder, taskAttemptId), true)
         }
@@ -244,8 +257,9 @@ class SpillStoreProvider extends StateStoreProvider with Logging {
   }
 
   /** End of the task that took `lease`: abort its open batch, if any, and go idle. */
-  private def finish(lease: Lease): Unit = state.locked {
-    if (state.holds(lease)) {
+  private def finish(lease: Lease): Unit = synchronized {
+    if (!state.holds(lease)) lease.state.freeIfDoomedBy(lease)
+    else {
       if (writer != null) {
         state.abortBatch()
         writer.state = SpillStateStore.Aborted
@@ -262,8 +276,9 @@ class SpillStoreProvider extends StateStoreProvider with Logging {
    */
   private[spillstore] def commit(store: SpillStateStore): Long = {
     val newVersion = store.version + 1
-    val stats = state.locked {
+    val stats = synchronized {
       if (!state.holds(store.lease)) {
+        store.live.freeIfDoomedBy(store.lease)
         throw new IllegalStateException(s"Cannot commit $store: its lease on the live state " +
           s"ended (${store.lease.endedBy}); its changes were discarded")
       }
@@ -294,7 +309,7 @@ class SpillStoreProvider extends StateStoreProvider with Logging {
       logDebug(s"Committed $store as version $newVersion (${written.records} changes, " +
         s"${written.bytes} bytes, $millis ms)")
       CommitStats(written.bytes, written.records, millis, store.snapshotOnCommit,
-        state.takeBatchCounters(), liveFigures())
+        state.takeBatchCounters(), liveFigures(state))
     }
     store.committed(newVersion, stats)
     if (conf.reportCommits) SpillStoreSparkBridge.reportCommit(storeId, hadoopConf, newVersion)
@@ -319,8 +334,11 @@ class SpillStoreProvider extends StateStoreProvider with Logging {
     }
   }
 
-  private[spillstore] def abort(store: SpillStateStore): Unit = state.locked {
-    if (store.state == SpillStateStore.Updating) {
+  private[spillstore] def abort(store: SpillStateStore): Unit = synchronized {
+    if (!state.holds(store.lease)) {
+      store.live.freeIfDoomedBy(store.lease)
+      if (store.state == SpillStateStore.Updating) store.state = SpillStateStore.Aborted
+    } else if (store.state == SpillStateStore.Updating) {
       if (store.isWritable) {
         if (writer eq store) endBatch(store, SpillStateStore.Aborted, "aborted")(state.abortBatch())
         else store.state = SpillStateStore.Aborted
@@ -332,10 +350,10 @@ class SpillStoreProvider extends StateStoreProvider with Logging {
     }
   }
 
-  /** Live figures for metrics; under the lock. */
-  private[spillstore] def liveFigures(): SpillStateStore.LiveFigures =
-    SpillStateStore.LiveFigures(state.numKeys, state.heapBytes, state.heapEntries,
-      state.coldKeyCount, state.coldBytes, budgetShare)
+  /** Live figures for metrics, by the owner of `live`. */
+  private[spillstore] def liveFigures(live: TieredState): SpillStateStore.LiveFigures =
+    SpillStateStore.LiveFigures(live.numKeys, live.heapBytes, live.heapEntries,
+      live.coldKeyCount, live.coldBytes, budgetShare)
 
   override def doMaintenance(): Unit = {
     doSnapshotMaintenance()
@@ -365,12 +383,14 @@ class SpillStoreProvider extends StateStoreProvider with Logging {
   }
 
   /** Spark's unload: waits for the call in progress, then frees the live state for good. */
-  override def close(): Unit = if (state != null) {
-    state.locked {
-      invalidateWriter()
-      loadedVersion = -1
-      state.close()
-    }
+  /**
+   * Spark's unload: frees the live state now, or, if a task still owns it, leaves it to that
+   * task to free between its calls (its next call throws).
+   */
+  override def close(): Unit = if (state != null) synchronized {
+    invalidateWriter()
+    loadedVersion = -1
+    state.close()
     memory.unregister(state)
   }
 

@@ -27,29 +27,30 @@ import spillstore.memory.Spillable
  * RocksDB holds for it. That keeps journals, the key count and the cold tier exact.
  *
  * == Ownership ==
- * Everything here (both tiers, the open batch, open scans, counters) is read and changed only
- * by a thread holding `lock`, one call at a time, and changed by a task only while it holds the
- * current [[Lease]]. Every method that touches the state checks the lock and throws
- * `IllegalStateException` (naming this state and its phase) when it is not held.
+ * One thread at a time uses the state, and nothing here is synchronized on the way: a get or a
+ * put pays no lock. Who that thread is follows a state table. Moves between phases happen under
+ * `lock` (taking it publishes everything the previous user wrote to the next); store calls only
+ * check, with one volatile read, that their [[Lease]] is still the state's.
  *
  * {{{
- * phase  | lease | who takes `lock` (thread)              | what it may do                | next phase
- * -------+-------+-----------------------------------------+-------------------------------+-----------
- * idle   | none  | a relief round (any thread, tryLock)    | evict (`trySpill`): "spilling"| idle
- *        |       | a task opening a store (task thread)    | `acquire`, then load (owned)  | owned
- *        |       | an unload (maintenance thread)          | `close`                       | closed
- * owned  | L     | L's stores, one call at a time (task)   | read, change, commit, abort,  | owned
- *        |       |                                         | evict its own; `release(L)`   | idle
- *        |       | a newer attempt opening (task thread)   | `revoke`: abort L's batch     | idle, then
- *        |       |                                         |                               | owned by L'
- *        |       | a relief round (tryLock)                | nothing: it only asks L to    | owned
- *        |       |                                         | shrink (`requestShrink`)      |
- *        |       | an unload (maintenance thread)          | `close`: L's next call throws | closed
- * closed | none  | anyone                                  | nothing: every call throws    | closed
+ * phase    | lease | who may use the state (thread)           | moved on by (under `lock`)
+ * ---------+-------+------------------------------------------+-------------------------------------
+ * idle     | none  | a relief round holding `lock` (any        | a task's open: `acquire` -> owned
+ *          |       | thread, only ever `tryLock`): "spilling"  | an unload: `close` -> closed (freed)
+ * owned    | L     | L's stores, one call at a time (the task  | L's commit, abort or task end:
+ *          |       | thread; loading a version is one of them) |   `release(L)` -> idle
+ *          |       | relief rounds do not touch it: they ask   | a newer attempt: `revoke` -> doomed
+ *          |       | L to shrink (`requestShrink`)             | an unload: `close` -> doomed
+ * doomed   | Gone  | still L's call in flight, if any; nobody  | L's holder, on its next call or at
+ *          |       | else (the provider moved on to a new      |   its end: `freeIfDoomedBy(L)`
+ *          |       | state, or was unloaded)                   |   -> closed (freed)
+ * closed   | none  | nobody: every call throws                 | -
  * }}}
  *
- * A thread blocks on `lock` only while holding no other state's lock (relief rounds, which run
- * inside other states' calls, only tryLock), so no lock cycle can form.
+ * A doomed state is never freed under a call in flight: only its former owner, between calls,
+ * frees it; until then its memory counts for nobody's budget. Any misuse (a call without the
+ * lease, a transition from the wrong phase) throws `IllegalStateException` naming the state and
+ * its phase.
  */
 final class TieredState(
     name: String,
@@ -62,8 +63,10 @@ final class TieredState(
   import TieredState._
 
   private val lock = new ReentrantLock()
-  /** The lease of the task that owns the state; null while idle or closed. Changed under lock. */
+  /** The owner's lease; null while idle or closed, [[Lease.Gone]] while doomed. */
   @volatile private var lease: Lease = _
+  /** While doomed: the lease whose holder frees the state. Under `lock`. */
+  private var doomedBy: Lease = _
   @volatile private var closed = false
 
   val heap = new HeapTier(prefixIndex.getOrElse(HeapTier.NoListener))
@@ -117,91 +120,115 @@ final class TieredState(
 
   // ---------------------------------------------------------------- ownership
 
-  /** Runs `body` holding the lock (blocking): for opening, committing and unloading. */
-  def locked[T](body: => T): T = {
+  /** Runs `body` holding the lock: phase changes, and a relief round's eviction. */
+  private def locked[T](body: => T): T = {
     lock.lock()
     try body finally lock.unlock()
   }
 
-  /** Takes the lock for one call by a holder of `l`; throws if `l` is not the current lease. */
-  def enter(l: Lease): Unit = {
-    lock.lock()
-    if (lease ne l) {
-      lock.unlock()
-      throw new IllegalStateException(s"${l.holder} cannot use $this: its lease on the live " +
-        s"state ended (${Option(l.endedBy).getOrElse("unknown")}); the state is $phase")
-    }
+  /** Checks, at the start of a store call, that `l` still owns the state. */
+  def enter(l: Lease): Unit = if (lease ne l) leaseLost(l)
+
+  private def leaseLost(l: Lease): Nothing = {
+    freeIfDoomedBy(l) // we are between calls: if ours to free, free it now
+    throw new IllegalStateException(s"${l.holder} cannot use $this: its lease ended (" +
+      s"${Option(l.endedBy).getOrElse("unknown")}); the state is $phase")
   }
 
-  /** Ends a call begun with [[enter]]. */
-  def exit(): Unit = lock.unlock()
+  /** Whether `l` is the current lease. */
+  def holds(l: Lease): Boolean = l != null && (lease eq l)
 
-  /** Whether `l` is the current lease; under the lock. */
-  def holds(l: Lease): Boolean = { checkLocked("holds"); l != null && (lease eq l) }
-
-  /** The current lease, if any; under the lock. */
-  def currentLease: Lease = { checkLocked("currentLease"); lease }
+  /** The current lease; null when idle or closed, [[Lease.Gone]] when doomed. */
+  def currentLease: Lease = lease
 
   /** Gives the idle state to a new lease for `holder` (a task attempt, or -1 outside a task). */
-  def acquire(holder: String, taskAttemptId: Long): Lease = {
-    checkLocked("acquire")
+  def acquire(holder: String, taskAttemptId: Long): Lease = locked {
     if (closed || lease != null) {
       throw new IllegalStateException(s"$holder cannot acquire $this: it is $phase")
     }
-    val l = new Lease(holder, taskAttemptId)
+    val l = new Lease(holder, taskAttemptId, this)
     lease = l
     lastUsed = System.nanoTime()
     l
   }
 
   /**
-   * Ends the current lease (if any) for `reason`, aborting its open batch: a newer attempt
-   * takes the state over, or the state is about to be reloaded.
+   * A newer attempt takes over from the owner, whose call may be in flight: the state is doomed
+   * (left to the owner to free) and the caller must use a new state. Returns false if the state
+   * was not owned (nothing to revoke).
    */
-  def revoke(reason: String): Unit = {
-    checkLocked("revoke")
-    if (lease != null) {
-      abortBatch()
-      end(reason)
-    }
+  def revoke(reason: String): Boolean = locked {
+    if (lease == null || (lease eq Lease.Gone)) false
+    else { doom(reason); true }
+  }
+
+  private def doom(reason: String): Unit = {
+    lease.endedBy = reason
+    doomedBy = lease
+    lease = Lease.Gone
   }
 
   /**
-   * Ends lease `l` if it is current: honours what the memory manager asked meanwhile (a state in
-   * use cannot be spilled by others), then goes idle. Returns false, doing nothing, when `l`
-   * already ended (so a second release, e.g. by the task's completion listener after a commit,
-   * is harmless).
+   * Ends lease `l` if it is current (on its holder's thread, between calls): honours what the
+   * memory manager asked meanwhile (an owned state cannot be spilled by others), then goes idle.
+   * Returns false when `l` already ended, so a second release (the task's completion listener
+   * after a commit) does nothing, except freeing a state `l` was the last owner of.
    */
   def release(l: Lease, reason: String): Boolean = {
-    checkLocked("release")
-    if (l == null || (lease ne l)) false
+    if (l == null || (lease ne l)) { freeIfDoomedBy(l); false }
     else {
       closeScans()
-      try onGrowth(this) finally end(reason)
+      try onGrowth(this) finally locked {
+        if (lease eq l) { // else revoked or unloaded meanwhile: doomed, freed below
+          l.endedBy = reason
+          lease = null
+          lastUsed = System.nanoTime()
+        }
+      }
+      freeIfDoomedBy(l)
       true
     }
   }
 
-  private def end(reason: String): Unit = {
+  /** Frees the state if it is doomed and `l` was its owner; on `l`'s holder's thread. */
+  def freeIfDoomedBy(l: Lease): Unit = if (l != null) locked {
+    if (doomedBy eq l) {
+      doomedBy = null
+      lease = null
+      free()
+    }
+  }
+
+  /**
+   * Unloads: frees the state now if no task owns it; else dooms it, and its owner frees it
+   * between calls (its next call throws). Either way the state is closed for new leases.
+   */
+  def close(): Unit = locked {
+    if (!closed) {
+      closed = true
+      if (lease == null) free()
+      else if (lease ne Lease.Gone) doom("its provider was unloaded (closed)")
+    }
+  }
+
+  private def free(): Unit = {
+    closed = true
     closeScans()
-    lease.endedBy = reason
-    lease = null
-    lastUsed = System.nanoTime()
+    heap.clear()
+    closeCold()
+    publish()
   }
 
   private def phase: String =
-    if (closed) "closed (unloaded)" else if (lease != null) s"owned by ${lease.holder}" else "idle"
-
-  private def checkLocked(what: String): Unit = if (!lock.isHeldByCurrentThread) {
-    throw new IllegalStateException(s"$what on $this without its lock (the state is $phase); " +
-      "only the holder of its lease may use it, through the provider")
-  }
+    if (lease eq Lease.Gone) "doomed (unloaded or taken over; its last owner frees it)"
+    else if (closed) "closed (unloaded)"
+    else if (lease != null) s"owned by ${lease.holder}"
+    else "idle"
 
   // ---------------------------------------------------------------- reads and writes
 
   /** The value bytes for `key`, or null. */
   def get(key: UnsafeRow): Array[Byte] = {
-    checkLocked("get")
     val hash = key.hashCode
     val e = heap.lookup(key.getBaseObject, key.getBaseOffset, key.getSizeInBytes, hash)
     if (e != null || !mayBeCold(key, hash)) {
@@ -221,7 +248,6 @@ final class TieredState(
 
   /** Sets `key` to `value` (a fresh array the state now owns) in the open batch. */
   def put(key: UnsafeRow, value: Array[Byte]): Unit = {
-    checkLocked("put")
     val hash = key.hashCode
     val before = heap.estimatedBytes
     val e = heap.lookup(key.getBaseObject, key.getBaseOffset, key.getSizeInBytes, hash)
@@ -236,7 +262,6 @@ final class TieredState(
 
   /** Removes `key` in the open batch; a no-op when it is absent. */
   def remove(key: UnsafeRow): Unit = {
-    checkLocked("remove")
     val hash = key.hashCode
     val e = heap.lookup(key.getBaseObject, key.getBaseOffset, key.getSizeInBytes, hash)
     val before = heap.estimatedBytes
@@ -263,7 +288,6 @@ final class TieredState(
   }
 
   def numKeys: Long = {
-    checkLocked("numKeys")
     var n = committedKeys
     val changes = heap.changedEntries
     var i = 0
@@ -279,7 +303,6 @@ final class TieredState(
 
   /** Writes the open batch's net changes; no side effects, so a failed write can abort. */
   def writeJournal(out: StateFile.RecordSink): Unit = {
-    checkLocked("writeJournal")
     // Journals are in key order so that snapshots merge them without sorting (StateFile).
     val changes = KeyOrder.sorted(heap.changedEntries)
     var i = 0
@@ -296,7 +319,6 @@ final class TieredState(
    * open, so an abort restores exactly the committed state (entries, cold bookkeeping).
    */
   def commitBatch(): Unit = {
-    checkLocked("commitBatch")
     val changes = heap.changedEntries
     var deleted = 0
     var deletes: WriteBatch = null
@@ -321,7 +343,6 @@ final class TieredState(
   }
 
   def abortBatch(): Unit = {
-    checkLocked("abortBatch")
     heap.abortBatch()
     endBatch()
   }
@@ -352,7 +373,6 @@ final class TieredState(
    * the iterator is exhausted, so RocksDB and the slots do not change under it.
    */
   def iterator(): Iterator[(Array[Byte], Array[Byte])] with AutoCloseable = {
-    checkLocked("iterator")
     openIterators += 1
     val heapAtStart = heap.numSlots
     val epoch = batchEpoch
@@ -402,7 +422,6 @@ final class TieredState(
       }
 
       private def checkUsable(what: String): Unit = {
-        checkLocked(what)
         if (epoch != batchEpoch) throw new IllegalStateException(
           s"$what on an iterator of $this whose batch has ended (committed, aborted or released)")
       }
@@ -424,7 +443,6 @@ final class TieredState(
 
   /** Live entries whose key has `prefix` as its first columns, both tiers, captured now. */
   def prefixScan(prefix: UnsafeRow): Array[(Array[Byte], Array[Byte])] = {
-    checkLocked("prefixScan")
     val index = prefixIndex.get
     val out = ArrayBuffer.empty[(Array[Byte], Array[Byte])]
     index.entriesWithPrefix(prefix).foreach(e => if (e.isLive) out += ((e.key, e.value)))
@@ -445,7 +463,6 @@ final class TieredState(
 
   /** Empties both tiers (before loading a version from the checkpoint). */
   def clear(): Unit = {
-    checkLocked("clear")
     closeScans()
     heap.clear()
     closeCold()
@@ -458,7 +475,6 @@ final class TieredState(
    * so unlike [[applyCommitted]] it never asks the cold tier whether the key is there.
    */
   def loadSnapshotEntry(key: Array[Byte], value: Array[Byte]): Unit = {
-    checkLocked("loadSnapshotEntry")
     val before = heap.estimatedBytes
     heap.insertCommitted(HeapTier.hashOf(key), key, value, Entry.ColdAbsent)
     committedKeys += 1
@@ -467,7 +483,6 @@ final class TieredState(
 
   /** Applies one committed record (a null value removes) outside any batch. */
   def applyCommitted(key: Array[Byte], value: Array[Byte]): Unit = {
-    checkLocked("applyCommitted")
     val hash = HeapTier.hashOf(key)
     val e = heap.lookup(key, Platform.BYTE_ARRAY_OFFSET, key.length, hash)
     val inCold = e == null && mayBeCold(key, Platform.BYTE_ARRAY_OFFSET, key.length, hash) &&
@@ -522,7 +537,6 @@ final class TieredState(
    * owner, or another thread while the state is released, may call it.
    */
   def evict(bytes: Long, entries: Long): Long = {
-    checkLocked("evict")
     if ((bytes <= 0 && entries <= 0) || openIterators > 0) return 0
     val before = residentBytes
     // Evicted keys join the cold-key filter, which may grow by a layer: evict on to pay for it.
@@ -587,20 +601,6 @@ final class TieredState(
     coldFilter.clear()
   }
 
-  /**
-   * Unloads: waits for the call in progress (a task's, a relief round's), ends any lease (its
-   * holder's next call throws) and frees both tiers. Idempotent.
-   */
-  def close(): Unit = locked {
-    if (!closed) {
-      if (lease != null) end("its provider was unloaded (closed)")
-      closed = true
-      heap.clear()
-      closeCold()
-      publish()
-    }
-  }
-
   /** What this state keeps on the heap: the heap tier and the cold tier's key filter. */
   private def residentBytes: Long = heap.estimatedBytes + coldFilter.bytes
 
@@ -623,7 +623,7 @@ final class TieredState(
 
   /** Evicts only from an idle state, and never waits: see the ownership table. */
   override def trySpill(bytes: Long, entries: Long): Long = {
-    if (!lock.tryLock()) return 0L
+    if (lease != null || !lock.tryLock()) return 0L
     try {
       if (closed || lease != null) 0L
       else {
@@ -646,11 +646,17 @@ final class TieredState(
  * One task attempt's right to use a [[TieredState]] (see its ownership table): the read and
  * write stores a task opens on a provider share it. `taskAttemptId` is -1 outside a task.
  */
-final class Lease private[tiered] (val holder: String, val taskAttemptId: Long) {
+final class Lease private[tiered] (val holder: String, val taskAttemptId: Long,
+    val state: TieredState) {
   /** Why the lease ended, once it has; for error messages. */
   @volatile private[spillstore] var endedBy: String = _
 
   override def toString: String = s"Lease($holder)"
+}
+
+object Lease {
+  /** The lease of a doomed state: nobody's; see [[TieredState]]'s ownership table. */
+  private[tiered] val Gone = new Lease("nobody (the state was unloaded or taken over)", -1, null)
 }
 
 /** Counts of lookups and tier movements; see [[TieredState.batchCounters]]. */

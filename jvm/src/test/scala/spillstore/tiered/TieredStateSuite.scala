@@ -30,7 +30,7 @@ class TieredStateSuite extends AnyFunSuite with BeforeAndAfterAll {
 
   /**
    * A state whose heap keeps at most `maxEntries` entries, evicting on every growth. The test's
-   * thread holds its lock and a lease throughout, as a task's store does during each call.
+   * thread holds a lease throughout, as a task does while its store is open.
    */
   private class Fixture(var maxEntries: Long, prefix: Option[PrefixIndex] = None,
       openCold: (java.io.File, String) => ColdTier = ColdTier.create) {
@@ -44,7 +44,6 @@ class TieredStateSuite extends AnyFunSuite with BeforeAndAfterAll {
     def renew(): Unit = { state.release(lease, "test"); lease = state.acquire("test", -1) }
     /** Commits `keys` (value = key); the release after the commit evicts down to the limit. */
     def load(keys: Seq[Long]): Unit = { keys.foreach(i => state.put(key(i), bytes(i))); commit() }
-    state.enter(null) // idle: no lease yet
     lease = state.acquire("test", -1)
   }
 
