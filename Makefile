@@ -33,8 +33,10 @@ jar: $(PKG_JAR)
 demo: $(PKG_JAR)
 	$(PY) -m spillstore demo
 
+# JVM tests keep their temp files in jvm/target/test-tmp (build.sbt), removed after the run.
 test-jvm: $(VENV)/.installed
-	bin/sbt spillstore/test
+	rm -rf jvm/target/test-tmp
+	bin/sbt spillstore/test; status=$$?; rm -rf jvm/target/test-tmp; exit $$status
 
 test-python: $(PKG_JAR)
 	$(PY) -m pytest -q -m "not heavy" tests

@@ -53,6 +53,13 @@ lazy val spillstore = (project in file("jvm"))
     Test / parallelExecution := false,
     Test / javaOptions ++= sparkJavaOpens ++ Seq("-Xmx3g",
       "-Dspark.ui.enabled=false", "-Dspark.unsafe.exceptionOnMemoryLeak=true"),
+    // Test JVMs (and the child JVMs tests start and SIGKILL, which cannot clean up: native
+    // libraries unpacked by RocksDB and LZ4, cold tiers) keep temp files out of /tmp.
+    Test / javaOptions += {
+      val dir = (ThisBuild / baseDirectory).value / "jvm" / "target" / "test-tmp"
+      IO.createDirectory(dir)
+      s"-Djava.io.tmpdir=$dir"
+    },
     Test / testOptions += Tests.Argument(TestFrameworks.ScalaTest, "-oDF")
   )
 

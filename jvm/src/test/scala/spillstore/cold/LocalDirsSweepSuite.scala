@@ -16,7 +16,8 @@ class LocalDirsSweepSuite extends AnyFunSuite {
   /** A ColdTierHolder child JVM with a cold tier under `parent`, and that tier's directory. */
   private def startHolder(parent: File): (Process, File) = {
     val java = new File(System.getProperty("java.home"), "bin/java").getPath
-    val cmd = Seq(java, "-Xmx256m", "-XX:TieredStopAtLevel=1", "-cp",
+    val cmd = Seq(java, "-Xmx256m", "-XX:TieredStopAtLevel=1",
+      s"-Djava.io.tmpdir=${System.getProperty("java.io.tmpdir")}", "-cp",
       System.getProperty("java.class.path"), "spillstore.cold.ColdTierHolder", parent.getPath)
     val child = new ProcessBuilder(cmd: _*).redirectErrorStream(true).start()
     val out = new BufferedReader(new InputStreamReader(child.getInputStream))
@@ -39,7 +40,12 @@ class LocalDirsSweepSuite extends AnyFunSuite {
   private def listing(dir: File): Set[String] =
     FileUtils.listFiles(dir, null, true).toArray.map(_.toString).toSet
 
-  test("a SIGKILLed JVM's cold tier is deleted at the next JVM's first cold tier there") {
+  /**
+   * Runs `body` with a child JVM holding a cold tier under a shared parent (and that tier's
+   * directory); `body` returns this JVM's own cold tier there, if it opened one. Then checks
+   * that only this JVM's directory is left under the parent, and cleans everything up.
+   */
+  private def withHolder(body: (File, Process, File) => ColdTier): Unit = {
     val root = Files.createTempDirectory("spillstore-sweep").toFile
     var child: Process = null
     var mine: ColdTier = null
@@ -47,12 +53,7 @@ class LocalDirsSweepSuite extends AnyFunSuite {
       val parent = new File(root, "shared")
       val (c, childDir) = startHolder(parent)
       child = c
-      assert(childDir.isDirectory && listing(childDir).nonEmpty)
-      child.destroyForcibly() // SIGKILL: no shutdown hook runs
-      assert(child.waitFor(30, TimeUnit.SECONDS) && child.exitValue() == 137)
-      assert(childDir.isDirectory, "SIGKILL left nothing to reclaim")
-      mine = ColdTier.create(parent, "next")
-      assert(!childDir.exists(), s"the killed JVM's cold tier $childDir is still there")
+      mine = body(parent, child, childDir)
       assert(parent.list().toSet == Set(mine.dir.getParentFile.getName),
         s"left under $parent: ${parent.list().mkString(", ")}")
     } finally {
@@ -62,28 +63,29 @@ class LocalDirsSweepSuite extends AnyFunSuite {
     }
   }
 
+  test("a SIGKILLed JVM's cold tier is deleted at the next JVM's first cold tier there") {
+    withHolder { (parent, child, childDir) =>
+      assert(childDir.isDirectory && listing(childDir).nonEmpty)
+      child.destroyForcibly() // SIGKILL: no shutdown hook runs
+      assert(child.waitFor(30, TimeUnit.SECONDS) && child.exitValue() == 137)
+      assert(childDir.isDirectory, "SIGKILL left nothing to reclaim")
+      val mine = ColdTier.create(parent, "next")
+      assert(!childDir.exists(), s"the killed JVM's cold tier $childDir is still there")
+      mine
+    }
+  }
+
   test("a live JVM's cold tier is never touched, and its normal exit deletes it") {
-    val root = Files.createTempDirectory("spillstore-sweep").toFile
-    var child: Process = null
-    var mine: ColdTier = null
-    try {
-      val parent = new File(root, "shared")
-      val (c, childDir) = startHolder(parent)
-      child = c
+    withHolder { (parent, child, childDir) =>
       val before = listing(childDir)
-      mine = ColdTier.create(parent, "next") // this JVM's first cold tier here: it sweeps
+      val mine = ColdTier.create(parent, "next") // this JVM's first cold tier here: it sweeps
       assert(child.isAlive)
       assert(listing(childDir) == before, s"the live JVM's cold tier $childDir was changed")
       child.getOutputStream.write("exit\n".getBytes)
       child.getOutputStream.flush()
       assert(child.waitFor(30, TimeUnit.SECONDS) && child.exitValue() == 0)
       assert(!childDir.exists(), s"a normally exiting JVM left its unclosed cold tier $childDir")
-      assert(parent.list().toSet == Set(mine.dir.getParentFile.getName),
-        s"left under $parent: ${parent.list().mkString(", ")}")
-    } finally {
-      stop(child)
-      if (mine != null) mine.close()
-      FileUtils.deleteQuietly(root)
+      mine
     }
   }
 }

@@ -23,7 +23,8 @@ class CrashInjectionSuite extends AnyFunSuite {
 
   private def startWorker(root: String, seed: Long): Process = {
     val java = new File(System.getProperty("java.home"), "bin/java").getPath
-    val cmd = Seq(java, "-Xmx512m", "-XX:TieredStopAtLevel=1", "-cp",
+    val cmd = Seq(java, "-Xmx512m", "-XX:TieredStopAtLevel=1",
+      s"-Djava.io.tmpdir=${System.getProperty("java.io.tmpdir")}", "-cp",
       System.getProperty("java.class.path")) ++
       sys.props.get("spillstore.test.jvmOpens").toSeq ++
       Seq("--add-opens=java.base/java.nio=ALL-UNNAMED", "--add-opens=java.base/sun.nio.ch=ALL-UNNAMED",
