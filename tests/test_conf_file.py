@@ -44,6 +44,21 @@ def test_commented_examples_are_valid_entries() -> None:
         assert key.startswith(("spark.sql.streaming.", "spark.jars")), key
 
 
+def test_lists_every_option_of_the_readme_with_its_default() -> None:
+    """Every spillstore option of the README's configuration table is in the file, with the
+    README's default where it has one, and no other spillstore option is."""
+    readme = (PROPERTIES.parents[1] / "README.md").read_text()
+    table = dict(re.findall(
+        rf"^\| `({re.escape(spillstore.CONF_PREFIX)}[A-Za-z]+)` \| ([^|]*) \|", readme, re.M))
+    assert len(table) >= 7, table
+    examples = _entries([m.group(1) for ln in _lines() if (m := _COMMENTED_ENTRY.fullmatch(ln))])
+    listed = {k: v for k, v in examples.items() if k.startswith(spillstore.CONF_PREFIX)}
+    assert set(listed) == set(table)
+    for key, default in table.items():
+        if default.strip().startswith("`"):
+            assert listed[key] == default.strip().strip("`"), key
+
+
 def test_spark_reads_the_file_as_spark_submit_does(spark: Any) -> None:
     """The file through Spark's own loader (the one spark-submit uses for --properties-file)."""
     props = spark._jvm.org.apache.spark.util.Utils.getPropertiesFromFile(str(PROPERTIES))
