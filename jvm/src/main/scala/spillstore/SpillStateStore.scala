@@ -36,8 +36,7 @@ final class SpillStateStore private[spillstore] (
 
   override def get(key: UnsafeRow, colFamilyName: String): UnsafeRow = {
     checkColumnFamily(colFamilyName)
-    live.enter(lease)
-    checkOpen()
+    use()
     val v = live.get(key)
     if (v == null) null else valueRow(v)
   }
@@ -48,23 +47,20 @@ final class SpillStateStore private[spillstore] (
     checkWritable()
     val bytes = new Array[Byte](value.getSizeInBytes)
     value.writeToMemory(bytes, Platform.BYTE_ARRAY_OFFSET)
-    live.enter(lease)
-    checkOpen()
+    use()
     live.put(key, bytes)
   }
 
   override def remove(key: UnsafeRow, colFamilyName: String): Unit = {
     checkColumnFamily(colFamilyName)
     checkWritable()
-    live.enter(lease)
-    checkOpen()
+    use()
     live.remove(key)
   }
 
   override def iterator(colFamilyName: String): StateStoreIterator[UnsafeRowPair] = {
     checkColumnFamily(colFamilyName)
-    live.enter(lease)
-    checkOpen()
+    use()
     val entries = guarded(live.iterator())
     pairs(entries, () => entries.close())
   }
@@ -74,8 +70,7 @@ final class SpillStateStore private[spillstore] (
     checkColumnFamily(colFamilyName)
     if (!provider.supportsPrefixScan) throw new UnsupportedOperationException(
       s"prefixScan needs a store created with PrefixKeyScanStateEncoderSpec; $this was not")
-    live.enter(lease)
-    checkOpen()
+    use()
     pairs(live.prefixScan(prefixKey).iterator)
   }
 
@@ -87,14 +82,12 @@ final class SpillStateStore private[spillstore] (
     new Iterator[T] with AutoCloseable {
       private var exhausted = false
       override def hasNext: Boolean = !exhausted && {
-        live.enter(lease)
-        checkOpen()
+        use()
         exhausted = !it.hasNext
         !exhausted
       }
       override def next(): T = {
-        live.enter(lease)
-        checkOpen()
+        use()
         it.next()
       }
       override def close(): Unit = if (live.holds(lease)) it.close()
@@ -193,7 +186,12 @@ final class SpillStateStore private[spillstore] (
     }, onClose)
   }
 
-  /** Under the lease: this view itself must still be open. */
+  /** At the start of every call: the lease still owns the live state, and this view is open. */
+  private def use(): Unit = {
+    live.enter(lease)
+    checkOpen()
+  }
+
   private def checkOpen(): Unit = {
     if (state == Invalidated) throw invalidated()
     if (state != Updating) {
