@@ -30,7 +30,8 @@ def _lines() -> list[str]:
 
 def test_sets_the_provider_class() -> None:
     active = _entries([ln for ln in _lines() if ln and not ln.startswith(("#", "!"))])
-    assert active == {spillstore.PROVIDER_CLASS_CONF: spillstore.PROVIDER_CLASS}
+    assert active == {spillstore.PROVIDER_CLASS_CONF: spillstore.PROVIDER_CLASS,
+                      spillstore.PLUGINS_CONF: spillstore.PLUGIN_CLASS}
 
 
 def test_commented_examples_are_valid_entries() -> None:
@@ -41,7 +42,9 @@ def test_commented_examples_are_valid_entries() -> None:
         name = key[len(spillstore.CONF_PREFIX):]
         assert spillstore.option_key(name) == key, f"{key}: not a camelCase option name"
     for key in examples:
-        assert key.startswith(("spark.sql.streaming.", "spark.jars")), key
+        assert key.startswith(("spark.sql.streaming.", "spark.jars", "spark.metrics.")), key
+    assert examples["spark.metrics.conf.*.sink.prometheusServlet.class"] == \
+        "org.apache.spark.metrics.sink.PrometheusServlet"
 
 
 def test_lists_every_option_of_the_readme_with_its_default() -> None:
@@ -62,5 +65,6 @@ def test_lists_every_option_of_the_readme_with_its_default() -> None:
 def test_spark_reads_the_file_as_spark_submit_does(spark: Any) -> None:
     """The file through Spark's own loader (the one spark-submit uses for --properties-file)."""
     props = spark._jvm.org.apache.spark.util.Utils.getPropertiesFromFile(str(PROPERTIES))
-    assert props.size() == 1
+    assert props.size() == 2
     assert props.get(spillstore.PROVIDER_CLASS_CONF).get() == spillstore.PROVIDER_CLASS
+    assert props.get(spillstore.PLUGINS_CONF).get() == spillstore.PLUGIN_CLASS

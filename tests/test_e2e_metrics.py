@@ -77,6 +77,33 @@ def _run_count_per_key(spark: Any, workdir: Path, options: dict[str, str] | None
             spark.conf.set(harness.PROVIDER_CONF, previous)
 
 
+def _check_every_custom_metric(progress: list[dict[str, Any]]) -> None:
+    """Every spillstore metric in progress against what the operator's own counts say it must
+    be: each is the whole operator's (both partitions'), and the ratio is a ratio."""
+    for p in progress:
+        (op,) = p["stateOperators"]
+        custom = op["customMetrics"]
+        assert set(spillstore.METRICS) <= set(custom), set(spillstore.METRICS) - set(custom)
+        hits, misses = custom["spillstoreCacheHits"], custom["spillstoreCacheMisses"]
+        assert hits + misses == KEYS  # every key is looked up once per batch
+        assert custom["spillstoreCacheHitPermille"] == hits * 1000 // (hits + misses)
+        assert custom["spillstoreHeapEntries"] + custom["spillstoreColdEntries"] == \
+            op["numRowsTotal"] == KEYS
+        assert custom["spillstoreHeapBytes"] == op["memoryUsedBytes"]
+        assert custom["spillstoreWriteBacks"] <= custom["spillstoreEvictions"]
+        if misses == 0:  # nothing read from RocksDB, so nothing loaded from it
+            assert custom["spillstoreColdLoads"] == 0
+        if custom["spillstoreColdEntries"] > 0:
+            assert custom["spillstoreColdBytes"] > 0
+        # each key's count changed once; nothing removed
+        assert custom["spillstoreJournalRecords"] == op["numRowsUpdated"] == KEYS
+        assert op["numRowsRemoved"] == 0
+        assert custom["spillstoreJournalBytes"] > 0
+        # journal writing is part of Spark's commit, timed around it
+        assert 0 <= custom["spillstoreCommitTimeMs"] <= op["commitTimeMs"]
+        assert custom["spillstoreSnapshotsRepaired"] == 0
+
+
 def _per_batch(progress: list[dict[str, Any]]) -> list[spillstore.OperatorMetrics]:
     assert [p["batchId"] for p in progress] == list(range(BATCHES))
     result = []
@@ -101,9 +128,10 @@ def test_every_lookup_hits_while_state_fits(spark: Any, tmp_path: Path) -> None:
         assert op.journal_records == KEYS, op  # every key's count changed
     for p in progress:
         custom = p["stateOperators"][0]["customMetrics"]
-        # progress sums the average metric over the stores: 100 % x 10 from each partition
-        assert custom["spillstoreCacheHitRatio"] == 1000 * PARTITIONS, custom
+        # the operator's ratio over its PARTITIONS stores, not a sum of per-store ratios
+        assert custom["spillstoreCacheHitPermille"] == 1000, custom
         assert spillstore.cache_hit_ratio(spillstore.state_metrics(p)) == 1.0
+    _check_every_custom_metric(progress)
 
 
 def test_no_lookup_hits_when_everything_spills(spark: Any, tmp_path: Path) -> None:
@@ -119,9 +147,10 @@ def test_no_lookup_hits_when_everything_spills(spark: Any, tmp_path: Path) -> No
         assert op.cold_loads >= KEYS and op.evictions >= KEYS, op
         assert op.rows_total == KEYS, op
         custom = progress[i]["stateOperators"][0]["customMetrics"]
-        assert custom["spillstoreCacheHitRatio"] == 0, custom
+        assert custom["spillstoreCacheHitPermille"] == 0, custom
     assert later[-1].cumulative_hit_ratio == 0.25
     assert spillstore.cache_hit_ratio(spillstore.state_metrics(progress[-1])) == 0.0
+    _check_every_custom_metric(progress)
 
 
 def test_progress_logger_logs_each_batch(

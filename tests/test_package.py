@@ -58,6 +58,7 @@ def test_configure_builder(jar: str) -> None:
         "spark.jars": f"/opt/a.jar,{jar}",
         "spark.sql.streaming.stateStore.providerClass": "spillstore.SpillStoreProvider",
         UI_LIST: ",".join(spillstore.UI_CUSTOM_METRICS),
+        "spark.plugins": spillstore.PLUGIN_CLASS,
         PREFIX + "memoryBudgetFraction": "0.3",
         PREFIX + "maxEntries": "1000000",
         PREFIX + "spillEnabled": "true",
@@ -84,6 +85,20 @@ def test_jar_set_once(jar: str, make: Any) -> None:
     assert jars == jar
 
 
+@pytest.mark.parametrize("make", [lambda: SparkSession.Builder(),
+                                  lambda: SparkConf(loadDefaults=False)])
+def test_plugin_appended_once_keeping_other_plugins(jar: str, make: Any) -> None:
+    target = make()
+    if hasattr(target, "_options"):
+        target.config("spark.plugins", "com.example.A")
+    else:
+        target.set("spark.plugins", "com.example.A")
+    spillstore.configure(spillstore.configure(target))
+    plugins = target._options["spark.plugins"] if hasattr(target, "_options") else target.get(
+        "spark.plugins")
+    assert plugins == f"com.example.A,{spillstore.PLUGIN_CLASS}"
+
+
 def test_jar_given_as_file_uri_is_not_added_again(jar: str) -> None:
     builder = SparkSession.Builder().config("spark.jars", f"file://{jar}")
     spillstore.configure(builder)
@@ -104,7 +119,8 @@ def test_builder_without_options_dict_warns(jar: str) -> None:
         spillstore.configure(builder, a=1)
     assert builder.set == {"spark.jars": jar, "spark.sql.streaming.stateStore.providerClass":
                            spillstore.PROVIDER_CLASS, PREFIX + "a": "1",
-                           UI_LIST: ",".join(spillstore.UI_CUSTOM_METRICS)}
+                           UI_LIST: ",".join(spillstore.UI_CUSTOM_METRICS),
+                           "spark.plugins": spillstore.PLUGIN_CLASS}
 
 
 @pytest.mark.parametrize("name, key", [
@@ -225,7 +241,7 @@ def test_ui_metric_list_keeps_existing_names(jar: str) -> None:
 
 def _op(name: str, hits: int, misses: int, **more: int) -> dict[str, Any]:
     custom = {"spillstoreCacheHits": hits, "spillstoreCacheMisses": misses,
-              "spillstoreCacheHitRatio": 1000, **more}
+              "spillstoreCacheHitPermille": 1000, **more}
     return {"operatorName": name, "numRowsTotal": 5, "customMetrics": custom}
 
 

@@ -232,7 +232,7 @@ def test_streaming_tab_charts_spillstore_metrics(
         for kind in ("timeline", "histogram"):
             _wait(browser, lambda b, m=metric, k=kind: b.find_elements(
                 By.CSS_SELECTOR, f"td.aggregated-{m}-{k} svg path"), f"the {metric} {kind}")
-    assert "Aggregated Custom Metric spillstoreCacheHitRatio" not in page  # not enabled
+    assert "Aggregated Custom Metric spillstoreCacheHitPermille" not in page  # not enabled
     row = browser.find_element(
         By.XPATH, "//td[contains(@class, 'aggregated-spillstoreCacheHits-timeline')]/..")
     browser.execute_script("arguments[0].scrollIntoView({block: 'start'});", row)

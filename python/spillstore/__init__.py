@@ -18,6 +18,8 @@ them over operators), and :class:`ProgressLogger` logs them per batch.
 
 from ._config import (
     CONF_PREFIX,
+    PLUGIN_CLASS,
+    PLUGINS_CONF,
     PROVIDER_CLASS,
     PROVIDER_CLASS_CONF,
     REQUIRED_SPARK_VERSION,
@@ -43,6 +45,8 @@ __version__ = "0.1.0"
 __all__ = [
     "CONF_PREFIX",
     "METRICS",
+    "PLUGIN_CLASS",
+    "PLUGINS_CONF",
     "OperatorMetrics",
     "PROVIDER_CLASS",
     "PROVIDER_CLASS_CONF",

@@ -10,6 +10,8 @@ from typing import Any, TypeVar
 
 __all__ = [
     "CONF_PREFIX",
+    "PLUGIN_CLASS",
+    "PLUGINS_CONF",
     "PROVIDER_CLASS",
     "PROVIDER_CLASS_CONF",
     "REQUIRED_SPARK_VERSION",
@@ -26,6 +28,14 @@ PROVIDER_CLASS = "spillstore.SpillStoreProvider"
 
 PROVIDER_CLASS_CONF = "spark.sql.streaming.stateStore.providerClass"
 """The Spark SQL conf that selects the state store provider."""
+
+PLUGIN_CLASS = "spillstore.SpillStorePlugin"
+"""spillstore's Spark plugin: publishes executor-wide figures (budget, heap, cold bytes, hits,
+evictions, commit time) through Spark's metrics system, as sources ``spillstore`` (per JVM)
+and ``spillstore.executors`` (the driver's sum over executors)."""
+
+PLUGINS_CONF = "spark.plugins"
+"""Spark's static conf listing the plugins to load (comma-separated class names)."""
 
 CONF_PREFIX = "spark.sql.streaming.stateStore.spillstore."
 """Prefix of every spillstore option. Spark forwards to a provider only the SQL confs under
@@ -134,11 +144,23 @@ def _with_jar(existing: str | None, jar: str) -> str:
     return ",".join(entries)
 
 
-def _with_ui_metrics(existing: str | None) -> str:
+def _with_names(existing: str | None, names: tuple[str, ...], case_sensitive: bool) -> str:
+    """A comma-separated list with ``names`` appended, keeping the existing entries and their
+    order, and never adding a name twice."""
     entries = [e.strip() for e in (existing or "").split(",") if e.strip()]
-    known = {e.lower() for e in entries}  # Spark compares these names case-insensitively
-    entries += [m for m in UI_CUSTOM_METRICS if m.lower() not in known]
+    fold = (lambda n: n) if case_sensitive else str.lower
+    known = {fold(e) for e in entries}
+    entries += [n for n in names if fold(n) not in known]
     return ",".join(entries)
+
+
+def _with_ui_metrics(existing: str | None) -> str:
+    # Spark compares these names case-insensitively
+    return _with_names(existing, UI_CUSTOM_METRICS, case_sensitive=False)
+
+
+def _with_plugin(existing: str | None) -> str:
+    return _with_names(existing, (PLUGIN_CLASS,), case_sensitive=True)
 
 
 def configure(builder_or_conf: T, /, **options: bool | int | float | str) -> T:
@@ -158,6 +180,8 @@ def configure(builder_or_conf: T, /, **options: bool | int | float | str) -> T:
     * adds :data:`UI_CUSTOM_METRICS` (cache hits, misses, evictions, heap bytes) to
       ``spark.sql.streaming.ui.enabledCustomMetricList``, keeping names already listed, so
       the Structured Streaming tab charts them for each query,
+    * adds :data:`PLUGIN_CLASS` to ``spark.plugins``, keeping the plugins already listed, so
+      that spillstore's executor-wide metrics reach Spark's metrics system (JMX, Prometheus),
     * sets each keyword option as ``spark.sql.streaming.stateStore.spillstore.<name>``;
       names may be camelCase or snake_case (``some_option=1`` sets ``...spillstore.someOption``),
       booleans are rendered as ``true``/``false``. The README lists the options the provider
@@ -192,6 +216,7 @@ def configure(builder_or_conf: T, /, **options: bool | int | float | str) -> T:
         conf.set(_JARS_CONF, _with_jar(conf.get(_JARS_CONF), jar))
         conf.set(PROVIDER_CLASS_CONF, PROVIDER_CLASS)
         conf.set(UI_CUSTOM_METRICS_CONF, _with_ui_metrics(conf.get(UI_CUSTOM_METRICS_CONF)))
+        conf.set(PLUGINS_CONF, _with_plugin(conf.get(PLUGINS_CONF)))
         for key, value in settings.items():
             conf.set(key, value)
         return builder_or_conf
@@ -209,11 +234,13 @@ def configure(builder_or_conf: T, /, **options: bool | int | float | str) -> T:
     if isinstance(known, dict):
         existing = known.get(_JARS_CONF)
         ui_metrics = known.get(UI_CUSTOM_METRICS_CONF)
+        plugins = known.get(PLUGINS_CONF)
     else:
-        existing = ui_metrics = None
+        existing = ui_metrics = plugins = None
         warnings.warn(
             "cannot read spark.jars from this builder (no `_options`); spark.jars is set to the "
-            "spillstore jar alone (and the UI's custom metric list to spillstore's)",
+            "spillstore jar alone (and spark.plugins and the UI's custom metric list to "
+            "spillstore's)",
             RuntimeWarning,
             stacklevel=2,
         )
@@ -221,6 +248,7 @@ def configure(builder_or_conf: T, /, **options: bool | int | float | str) -> T:
     builder.config(PROVIDER_CLASS_CONF, PROVIDER_CLASS)
     builder.config(UI_CUSTOM_METRICS_CONF,
                    _with_ui_metrics(None if ui_metrics is None else str(ui_metrics)))
+    builder.config(PLUGINS_CONF, _with_plugin(None if plugins is None else str(plugins)))
     for key, value in settings.items():
         builder.config(key, value)
     return builder_or_conf

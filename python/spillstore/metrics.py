@@ -20,7 +20,7 @@ __all__ = [
 ]
 
 METRICS = (
-    "spillstoreCacheHitRatio",
+    "spillstoreCacheHitPermille",
     "spillstoreCacheHits",
     "spillstoreCacheMisses",
     "spillstoreColdLoads",
@@ -30,17 +30,19 @@ METRICS = (
     "spillstoreJournalRecords",
     "spillstoreCommitTimeMs",
     "spillstoreSnapshotsRepaired",
-    "spillstoreBudgetBytes",
     "spillstoreHeapBytes",
     "spillstoreHeapEntries",
     "spillstoreColdEntries",
     "spillstoreColdBytes",
     "forceSnapshotCount",
 )
-"""The custom metrics spillstore reports (summed over partitions in query progress). In
-progress ``spillstoreCacheHitRatio`` is a sum of per-store percentages x 10, not a ratio: the
-SQL tab shows it as avg (min, med, max) over tasks; read the ratio with
-:func:`cache_hit_ratio` or :class:`OperatorMetrics` instead."""
+"""The custom metrics spillstore reports. In query progress each one is the stateful
+operator's: counts, sizes and times summed over its stores, and
+``spillstoreCacheHitPermille`` the operator's hits / lookups in per mille (absent without
+lookups). :func:`state_metrics` sums them over a query's operators, which leaves the ratio out:
+use :func:`cache_hit_ratio` or :class:`OperatorMetrics` for that."""
+
+_RATIO = "spillstoreCacheHitPermille"
 
 _STANDARD = ("numRowsTotal", "numRowsUpdated", "numRowsRemoved", "commitTimeMs", "memoryUsedBytes")
 
@@ -56,7 +58,8 @@ def state_metrics(progress: Mapping[str, Any] | Any | None) -> dict[str, int]:
     Returns:
         The standard fields (``numRowsTotal``, ``numRowsUpdated``, ``numRowsRemoved``,
         ``commitTimeMs``, ``memoryUsedBytes``) and every numeric custom metric (spillstore's
-        ``spillstore*`` ones among them), each summed over the query's stateful operators.
+        ``spillstore*`` ones among them), each summed over the query's stateful operators,
+        except the per-operator ratio ``spillstoreCacheHitPermille``.
         A metric no operator reported is absent; an empty dict when there is no progress yet.
     """
     if progress is not None and not isinstance(progress, Mapping):
@@ -74,7 +77,8 @@ def state_metrics(progress: Mapping[str, Any] | Any | None) -> dict[str, int]:
             if name in operator:
                 add(name, operator[name])
         for name, value in (operator.get("customMetrics") or {}).items():
-            add(name, value)
+            if name != _RATIO:  # a ratio of one operator; a sum of them means nothing
+                add(name, value)
     return totals
 
 

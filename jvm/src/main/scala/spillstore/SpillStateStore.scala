@@ -124,7 +124,6 @@ final class SpillStateStore private[spillstore] (
       SpillStoreMetrics.CommitTime -> journal.millis,
       SpillStoreMetrics.ForcedSnapshots -> (if (journal.forcedSnapshot) 1L else 0L),
       SpillStoreMetrics.SnapshotsRepaired -> snapshotsRepaired,
-      SpillStoreMetrics.BudgetBytes -> now.budgetShare,
       SpillStoreMetrics.HeapBytes -> now.heapBytes,
       SpillStoreMetrics.HeapEntries -> now.heapEntries) ++
       SpillStoreMetrics.hitRatio(tiers.hits, tiers.misses)
@@ -225,11 +224,11 @@ object SpillStateStore {
 
   /** The live state's figures at one moment, for metrics. */
   final case class LiveFigures(numKeys: Long, heapBytes: Long, heapEntries: Long,
-      coldEntries: Long, coldBytes: Long, budgetShare: Long)
+      coldEntries: Long, coldBytes: Long)
 
   /** What a commit did, including the tier counters of the batch it closed. */
   final case class CommitStats(bytes: Long, records: Long, millis: Long, forcedSnapshot: Boolean,
       tiers: TierCounters, live: LiveFigures)
   val NoCommit: CommitStats = CommitStats(0, 0, 0, forcedSnapshot = false, TierCounters.Zero,
-    LiveFigures(0, 0, 0, 0, 0, 0))
+    LiveFigures(0, 0, 0, 0, 0))
 }

@@ -29,11 +29,16 @@ object SpillStoreConf {
   val Prefix: String = MemoryConf.Prefix
 
   private val LocalDir = "localDir"
+  /** Read by [[SpillStorePlugin]] from the Spark conf, not by stores. */
+  val MetricsReportInterval = "metricsReportInterval"
 
   /** spillstore's own keys (name after the prefix -> doc), for validation and the README. */
-  val Keys: Map[String, String] = MemoryConf.Keys + (
+  val Keys: Map[String, String] = MemoryConf.Keys ++ Map(
     LocalDir -> ("directory for the cold tier's RocksDB instances (default: the first of " +
-      "Spark's local dirs, spark.local.dir / SPARK_LOCAL_DIRS); never the checkpoint location"))
+      "Spark's local dirs, spark.local.dir / SPARK_LOCAL_DIRS); never the checkpoint location"),
+    MetricsReportInterval -> ("how often each executor sends its spillstore figures to the " +
+      "driver's `spillstore.executors` metrics source (default: 10s; a Spark duration; needs " +
+      "spark.plugins=spillstore.SpillStorePlugin)"))
 
   /**
    * The cold tier's directory is created on the first eviction, possibly hours in: reject at

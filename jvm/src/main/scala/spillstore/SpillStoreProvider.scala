@@ -17,7 +17,7 @@ import spillstore.checkpoint.{CheckpointDir, Cleaner, Snapshotter, StateFile}
 import spillstore.cold.{ColdKeyFilter, ColdTier}
 import spillstore.heap.PrefixIndex
 import spillstore.memory.MemoryManager
-import spillstore.metrics.SpillStoreMetrics
+import spillstore.metrics.{ExecutorStats, SpillStoreMetrics}
 import spillstore.recovery.Recovery
 import spillstore.tiered.{Lease, TieredState}
 
@@ -129,12 +129,6 @@ class SpillStoreProvider extends StateStoreProvider with Logging {
     s.shrinkIfRequested()
     var e = memory.report(s)
     while (!e.isEmpty && s.evict(e.bytes, e.entries) > 0) e = memory.report(s)
-  }
-
-  /** This store's share of the executor's budget, so that the metric sums to the budget. */
-  private[spillstore] def budgetShare: Long = {
-    val status = memory.status
-    status.effectiveBudgetBytes / math.max(1, status.spillables)
   }
 
   private var prefixScans = false
@@ -302,7 +296,9 @@ class SpillStoreProvider extends StateStoreProvider with Logging {
           }
           throw SpillStoreSparkBridge.cannotCommit(store.toString, e)
       }
-      val millis = (System.nanoTime() - start) / 1000000
+      val nanos = System.nanoTime() - start
+      val millis = nanos / 1000000
+      ExecutorStats.addCommit(written.bytes, written.records, nanos)
       loadedVersion = newVersion
       // After release, so that evictions the commit made room for count in this batch.
       endBatch(store, SpillStateStore.Committed, "committed")(())
@@ -353,7 +349,7 @@ class SpillStoreProvider extends StateStoreProvider with Logging {
   /** Live figures for metrics, by the owner of `live`. */
   private[spillstore] def liveFigures(live: TieredState): SpillStateStore.LiveFigures =
     SpillStateStore.LiveFigures(live.numKeys, live.heapBytes, live.heapEntries,
-      live.coldKeyCount, live.coldBytes, budgetShare)
+      live.coldKeyCount, live.coldBytes)
 
   override def doMaintenance(): Unit = {
     doSnapshotMaintenance()
@@ -382,12 +378,13 @@ class SpillStoreProvider extends StateStoreProvider with Logging {
     try body finally fileMaintenance.unlock()
   }
 
-  /** Spark's unload: waits for the call in progress, then frees the live state for good. */
   /**
    * Spark's unload: frees the live state now, or, if a task still owns it, leaves it to that
    * task to free between its calls (its next call throws).
    */
   override def close(): Unit = if (state != null) synchronized {
+    logInfo(s"Unloading $this (version $loadedVersion, ${state.heapEntries} entries on the " +
+      s"heap, ${state.coldKeyCount} in the cold tier)")
     invalidateWriter()
     loadedVersion = -1
     state.close()

@@ -488,30 +488,3 @@ class SpillStoreBudgetSuite extends AnyFunSuite {
     }
   }
 }
-
-class SpillStoreMetricsSuite extends AnyFunSuite {
-  import SpillStoreProviderSuite._
-
-  test("gauges carry isSnapshot; counters and entry counts are not shown as bytes") {
-    import spillstore.metrics.SpillStoreMetrics._
-    val gauges = Set[org.apache.spark.sql.execution.streaming.state.StateStoreCustomMetric](
-      BudgetBytes, HeapBytes, HeapEntries, ColdEntries, ColdBytes)
-    all.foreach(m => assert(m.isSnapshot === gauges.contains(m), m.name))
-    assert(!Seq(HeapEntries, ColdEntries).exists(_.isInstanceOf[
-      org.apache.spark.sql.execution.streaming.state.StateStoreCustomSizeMetric]))
-  }
-
-  test("hit ratio: percent x 10 as Spark's average metric wants, absent without lookups") {
-    assert(spillstore.metrics.SpillStoreMetrics.hitRatio(0, 0).isEmpty)
-    withProvider() { (p, _) =>
-      val s0 = p.getStore(0)
-      s0.put(key(1), value(1))
-      s0.commit()
-      assert(!s0.metrics.customMetrics.keys.exists(_.name == "spillstoreCacheHitRatio"))
-      val s1 = p.getStore(1)
-      s1.get(key(1)); s1.get(key(2)); s1.get(key(1)); s1.get(key(3))
-      s1.commit()
-      assert(customMetric(s1, "spillstoreCacheHitRatio") === 1000) // cold tier empty: all hits
-    }
-  }
-}

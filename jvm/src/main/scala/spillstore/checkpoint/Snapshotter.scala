@@ -5,6 +5,8 @@ import java.util.{Arrays => JArrays}
 
 import org.apache.spark.internal.Logging
 
+import spillstore.metrics.ExecutorStats
+
 /**
  * Writes full snapshots from checkpoint files alone: the newest earlier snapshot (sorted by key)
  * merged with the journals after it. It never reads the live heap, so it runs on a maintenance
@@ -68,6 +70,7 @@ final class Snapshotter(dir: CheckpointDir, spillDir: () => File,
             }
           } finally changes.close()
         }
+        ExecutorStats.snapshotBytes.inc(written.bytes)
         logInfo(s"Wrote snapshot of version $version to ${dir.path} (${written.records} " +
           s"entries, ${written.bytes} bytes, from snapshot $used + ${version - used} journals)")
         Some(version)

@@ -2,7 +2,8 @@ package spillstore.cold
 
 import java.io.{File, IOException}
 import java.nio.channels.{FileChannel, FileLock, OverlappingFileLockException}
-import java.nio.file.{Files, NoSuchFileException, StandardOpenOption}
+import java.nio.file.{FileVisitResult, Files, NoSuchFileException, Path, SimpleFileVisitor, StandardOpenOption}
+import java.nio.file.attribute.BasicFileAttributes
 import java.util.UUID
 
 import scala.collection.mutable
@@ -30,6 +31,7 @@ import org.apache.spark.internal.Logging
  * | our dir and its lock        | [[jvmDirUnder]]: created, locked, checked | any, under `owned` |
  * | dead JVMs' sibling dirs     | [[jvmDirUnder]] sweeps once per parent    | any, under `owned` |
  * | our dirs at normal exit     | the shutdown hook deletes them            | hook, under `owned`|
+ * | sizes for metrics           | [[bytesOnDisk]] reads (a copy of `owned`) | any                |
  *
  * Creation is rare (once per parent per JVM), so one monitor serializes all of it: task threads
  * spilling for the first time at once wait for the first one, then share its directory.
@@ -83,6 +85,26 @@ object LocalDirs extends Logging {
           o.dir
       }
     }
+  }
+
+  /**
+   * Bytes of the files under this JVM's directories: its cold tiers on local disk. Walked
+   * outside the monitor; RocksDB deletes files while it compacts, so files that vanish during
+   * the walk count as 0.
+   */
+  def bytesOnDisk(): Long = {
+    val dirs = owned.synchronized(owned.values.map(_.dir.toPath).toList)
+    var total = 0L
+    val sum = new SimpleFileVisitor[Path] {
+      override def visitFile(file: Path, attrs: BasicFileAttributes): FileVisitResult = {
+        total += attrs.size()
+        FileVisitResult.CONTINUE
+      }
+      override def visitFileFailed(file: Path, e: IOException): FileVisitResult =
+        FileVisitResult.CONTINUE
+    }
+    dirs.foreach(d => try Files.walkFileTree(d, sum) catch { case _: IOException => })
+    total
   }
 
   /**

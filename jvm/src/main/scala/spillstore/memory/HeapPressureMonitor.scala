@@ -2,6 +2,8 @@ package spillstore.memory
 
 import org.apache.spark.internal.Logging
 
+import spillstore.metrics.ExecutorStats
+
 /**
  * Turns GC readings into the factor, in [MinFactor, 1], by which the
  * [[MemoryManager]] multiplies its configured budget: the guard that keeps a wrong per-entry
@@ -54,7 +56,10 @@ final class HeapPressureMonitor(source: HeapStatusSource, conf: MemoryConf, onPr
         calmReadings = 0
       }
       if (_factor != before) {
-        logInfo(f"Heap pressure: tenured ${occupancy * 100}%.0f%% full after GC; " +
+        if (_factor < before) ExecutorStats.pressureInterventions.inc()
+        logInfo(f"Heap pressure: ${r.usedBytes >> 20} MB of ${r.maxBytes >> 20} MB tenured " +
+          f"heap used after GC (${occupancy * 100}%.0f%%, thresholds: lower the budget at " +
+          f"${t.pressureHighThreshold * 100}%.0f%%, restore below ${t.pressureLowThreshold * 100}%.0f%%); " +
           f"budget factor $before%.2f -> ${_factor}%.2f")
       }
       _factor != before || occupancy >= t.pressureHighThreshold

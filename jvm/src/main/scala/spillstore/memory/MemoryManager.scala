@@ -9,6 +9,8 @@ import scala.util.control.NonFatal
 
 import org.apache.spark.internal.Logging
 
+import spillstore.metrics.ExecutorStats
+
 /**
  * The heap budget of all [[Spillable]]s of one executor JVM together (design.md, part 4):
  * a byte budget (times the [[HeapPressureMonitor]]'s factor: the *effective* budget) and an
@@ -155,6 +157,8 @@ final class MemoryManager(
   def effectiveBudgetBytes: Long = effectiveBytes
   def totalHeapBytes: Long = bytesTotal.get
   def totalEntries: Long = entriesTotal.get
+  /** The registered spillables' [[Spillable.spilledBytes]]: for metrics. */
+  def totalSpilledBytes: Long = accounts.keySet.iterator.asScala.map(_.spilledBytes).sum
 
   def status: Status = {
     val m = monitor
@@ -264,6 +268,7 @@ final class MemoryManager(
     var again = true
     while (again) {
       val claims = planLock.synchronized(plan(caller))
+      if (claims.nonEmpty) ExecutorStats.reliefRounds.inc()
       var freed = 0L
       claims.foreach { c =>
         if (c.account ne caller) freed += math.max(0L, spill(c))
@@ -386,6 +391,9 @@ object MemoryManager {
     if (instance == null) instance = new MemoryManager(conf)
     instance
   }
+
+  /** The executor's manager, if a store has loaded in this JVM: for metrics. */
+  def current: Option[MemoryManager] = synchronized(Option(instance))
 
   /** Runs relief rounds asked for by the pressure monitor: one daemon thread per JVM. */
   private[memory] object ReliefThread {

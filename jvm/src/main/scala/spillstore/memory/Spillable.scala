@@ -17,6 +17,9 @@ trait Spillable {
   /** Entries it holds on the heap; readable from any thread. */
   def heapEntries: Long
 
+  /** What it has spilled (bytes, off the heap), as of its last change of phase: for metrics. */
+  def spilledBytes: Long = 0L
+
   /** `System.nanoTime` of its last use by a task: the coldness FLIP-50 ranks by. */
   def lastUsedNanos: Long
 

@@ -1,19 +1,19 @@
 package spillstore.metrics
 
 import org.apache.spark.SparkContext
-import org.apache.spark.sql.execution.metric.{SQLMetric, SQLMetrics}
+import org.apache.spark.sql.execution.metric.{SQLMetric, SQLMetrics, SpillStoreHitRatioMetric}
 import org.apache.spark.sql.execution.streaming.state.{StateStoreCustomMetric, StateStoreCustomSizeMetric, StateStoreCustomSumMetric, StateStoreCustomTimingMetric}
 
 /**
- * A per-store value the SQL tab shows as "avg (min, med, max)" over tasks. Spark's average
- * metric keeps one decimal: report value x 10. A store that has nothing to report leaves the
- * metric out, so it does not drag the average.
+ * The heap tier's hit ratio: in query progress, hits / lookups of the whole operator in per
+ * mille; in the SQL tab, each task's in percent as avg (min, med, max). Stores report
+ * [[SpillStoreMetrics.hitRatio]]; see [[SpillStoreHitRatioMetric]] for how it adds up.
  */
-final case class StateStoreCustomAverageMetric(name: String, desc: String)
+final case class StateStoreCustomHitRatioMetric(name: String, desc: String)
   extends StateStoreCustomMetric {
-  override def withNewDesc(desc: String): StateStoreCustomAverageMetric = copy(desc = desc)
+  override def withNewDesc(desc: String): StateStoreCustomHitRatioMetric = copy(desc = desc)
   override def createSQLMetric(sparkContext: SparkContext): SQLMetric =
-    SQLMetrics.createAverageMetric(sparkContext, desc)
+    SpillStoreHitRatioMetric.create(sparkContext, desc)
 }
 
 /** A count measured at commit (not added up over batches), shown as a plain number. */
@@ -26,13 +26,13 @@ final case class StateStoreCustomCountGauge(name: String, desc: String)
 }
 
 /**
- * The custom metrics every spillstore store reports. Spark adds them up over partitions for
- * query progress and the SQL tab, so each is a count or a size that sums meaningfully.
+ * The custom metrics every spillstore store reports. Spark adds each up over the operator's
+ * stores for query progress and the SQL tab, so each is a count, a size or a time of the whole
+ * operator, or (the hit ratio) a metric that adds up as a ratio. Executor-wide figures (the
+ * budget) are not here: they are the `spillstore` source of Spark's metrics system.
  */
 object SpillStoreMetrics {
-  // In query progress Spark sums custom metrics over partitions, which makes this one a sum of
-  // percentages there; progress readers derive the ratio from hits and misses instead.
-  val CacheHitRatio = StateStoreCustomAverageMetric("spillstoreCacheHitRatio",
+  val CacheHitRatio = StateStoreCustomHitRatioMetric("spillstoreCacheHitPermille",
     "spillstore: cache hit ratio (%)")
   val CacheHits = StateStoreCustomSumMetric("spillstoreCacheHits",
     "spillstore: lookups answered from the heap")
@@ -59,19 +59,17 @@ object SpillStoreMetrics {
     "spillstore: snapshots written on commit because Spark asked for one (snapshot lag)")
   val SnapshotsRepaired = StateStoreCustomSumMetric("spillstoreSnapshotsRepaired",
     "spillstore: corrupt snapshots set aside and rebuilt around from older files")
-  val BudgetBytes = StateStoreCustomSizeMetric("spillstoreBudgetBytes",
-    "spillstore: heap budget in force (each store reports its share; they sum to the budget)",
-    isSnapshot = true)
   val HeapBytes = StateStoreCustomSizeMetric("spillstoreHeapBytes",
     "spillstore: estimated heap bytes of live state", isSnapshot = true)
   val HeapEntries = StateStoreCustomCountGauge("spillstoreHeapEntries",
     "spillstore: entries held on the heap")
 
-  /** The hit ratio entry for a store's metrics: percent x 10, absent without lookups. */
+  /** A store's hit ratio entry: its hits and lookups packed; absent without lookups. */
   def hitRatio(hits: Long, misses: Long): Map[StateStoreCustomMetric, Long] =
-    if (hits + misses == 0) Map.empty else Map(CacheHitRatio -> (hits * 1000 / (hits + misses)))
+    if (hits + misses == 0) Map.empty
+    else Map(CacheHitRatio -> SpillStoreHitRatioMetric.pack(hits, hits + misses))
 
   val all: Seq[StateStoreCustomMetric] =
     Seq(CacheHitRatio, CacheHits, CacheMisses, ColdLoads, Evictions, WriteBacks, JournalBytes, JournalRecords,
-      CommitTime, ForcedSnapshots, SnapshotsRepaired, BudgetBytes, HeapBytes, HeapEntries, ColdEntries, ColdBytes)
+      CommitTime, ForcedSnapshots, SnapshotsRepaired, HeapBytes, HeapEntries, ColdEntries, ColdBytes)
 }

@@ -15,6 +15,7 @@ import spillstore.checkpoint.StateFile
 import spillstore.cold.{ColdKeyFilter, ColdKeys, ColdTier}
 import spillstore.heap.{Entry, HeapTier, KeyOrder, PrefixIndex}
 import spillstore.memory.Spillable
+import spillstore.metrics.ExecutorStats
 
 /**
  * A provider's live state over two tiers: the heap tier (hot entries, the open batch) and the
@@ -89,6 +90,8 @@ final class TieredState(
   @volatile private var evictions = 0L
   @volatile private var writeBacks = 0L
   private var baseline = TierCounters.Zero
+  /** The counters as last added to [[ExecutorStats]]; under `lock`. */
+  private var reportedToExecutor = TierCounters.Zero
 
   def counters: TierCounters = TierCounters(hits, misses, coldLoads, evictions, writeBacks)
 
@@ -107,6 +110,7 @@ final class TieredState(
   @volatile private var publishedBytes = 0L
   @volatile private var publishedEntries = 0L
   @volatile private var publishedFixedBytes = 0L
+  @volatile private var publishedColdBytes = 0L
   @volatile private var shrinkToBytes = Long.MaxValue
   @volatile private var shrinkToEntries = Long.MaxValue
   /** Growth since the memory manager last heard of us. */
@@ -183,6 +187,7 @@ final class TieredState(
           l.endedBy = reason
           lease = null
           lastUsed = System.nanoTime()
+          publishCounters()
         }
       }
       freeIfDoomedBy(l)
@@ -217,6 +222,18 @@ final class TieredState(
     heap.clear()
     closeCold()
     publish()
+    publishCounters()
+  }
+
+  /**
+   * Under `lock`: adds what happened since the last call to the executor's figures, and takes
+   * the cold tier's size for them (RocksDB is read only by its user, never by a metrics thread).
+   */
+  private def publishCounters(): Unit = {
+    val now = counters
+    ExecutorStats.addTier(now - reportedToExecutor)
+    reportedToExecutor = now
+    publishedColdBytes = coldBytes
   }
 
   private def phase: String =
@@ -590,13 +607,17 @@ final class TieredState(
   private def ensureCold(): ColdTier = {
     if (cold == null) {
       cold = openCold(localDir(), name)
-      logInfo(s"Opened cold tier of $name in ${cold.dir}")
+      logInfo(s"$name starts spilling: opened its cold tier in ${cold.dir}")
     }
     cold
   }
 
   private def closeCold(): Unit = {
-    if (cold != null) { cold.close(); cold = null }
+    if (cold != null) {
+      logInfo(s"$name stops spilling: closing its cold tier ($coldCount keys, ${cold.dir})")
+      cold.close()
+      cold = null
+    }
     coldCount = 0
     coldFilter.clear()
   }
@@ -618,6 +639,7 @@ final class TieredState(
   override def heapBytes: Long = publishedBytes
   override def heapEntries: Long = publishedEntries
   override def fixedBytes: Long = publishedFixedBytes
+  override def spilledBytes: Long = publishedColdBytes
   /** In use now counts as used now: an owned state must not look cold. */
   override def lastUsedNanos: Long = if (lease != null) System.nanoTime() else lastUsed
 
@@ -629,6 +651,7 @@ final class TieredState(
       else {
         val freed = evict(bytes, entries)
         shrinkIfRequested()
+        publishCounters()
         freed
       }
     } finally lock.unlock()

@@ -8,9 +8,12 @@ import scala.util.control.NonFatal
 import org.apache.hadoop.conf.Configuration
 import org.apache.hadoop.fs.Path
 
+import com.codahale.metrics.MetricRegistry
+
 import org.apache.spark.{SparkConf, SparkEnv}
 import org.apache.spark.internal.Logging
 import org.apache.spark.io.CompressionCodec
+import org.apache.spark.metrics.source.Source
 import org.apache.spark.sql.errors.QueryExecutionErrors
 import org.apache.spark.util.Utils
 
@@ -70,4 +73,19 @@ object SpillStoreSparkBridge extends Logging {
       case NonFatal(e) => logWarning(s"Could not report snapshot of version $version: $e")
     }
   }
+
+  /**
+   * Adds `registry` to this JVM's Spark metrics system as source `name` (its sinks, e.g. JMX
+   * and the driver's PrometheusServlet, publish it); returns what removes it again. None
+   * outside Spark.
+   */
+  def registerMetricsSource(name: String, registry: MetricRegistry): Option[() => Unit] =
+    Option(SparkEnv.get).map { env =>
+      val source = new Source {
+        override val sourceName: String = name
+        override val metricRegistry: MetricRegistry = registry
+      }
+      env.metricsSystem.registerSource(source)
+      () => env.metricsSystem.removeSource(source)
+    }
 }

@@ -1,0 +1,99 @@
+package spillstore.metrics
+
+import java.util.concurrent.TimeUnit
+import java.util.concurrent.atomic.LongAdder
+
+import com.codahale.metrics.{Counter, Timer}
+
+import spillstore.cold.LocalDirs
+import spillstore.memory.MemoryManager
+import spillstore.tiered.TierCounters
+
+/**
+ * Executor-wide figures of every spillstore store in this JVM, for Spark's metrics system
+ * (see [[SpillStoreMetricsSource]]): counters since the JVM started, and gauges read when a
+ * sink polls.
+ *
+ * {{{
+ * what              | written by                                   | read by
+ * ------------------+----------------------------------------------+--------------------------
+ * tier counters     | a live state, under its lock, when a lease    | sinks, the executor plugin's
+ *                   | ends, a relief round spilled it, or it is     | reports (any thread)
+ *                   | freed (TieredState.publishCounters)           |
+ * commit figures    | the committing task thread (the provider)     | same
+ * snapshot bytes    | maintenance threads (Snapshotter)            | same
+ * relief, pressure  | the memory manager and its pressure monitor  | same
+ * gauges            | nobody: computed from the memory manager and | same
+ *                   | the cold tiers' directories at each read     |
+ * }}}
+ * Counters are Dropwizard's (thread-safe `LongAdder`s); nothing here takes a lock. The hot
+ * path (get/put) touches none of it: a state adds its lookups in one step per batch.
+ */
+object ExecutorStats {
+  val cacheHits = new Counter
+  val cacheMisses = new Counter
+  val coldLoads = new Counter
+  val evictions = new Counter
+  val writeBacks = new Counter
+  val commits = new Counter
+  val journalBytes = new Counter
+  val journalRecords = new Counter
+  val snapshotBytes = new Counter
+  val reliefRounds = new Counter
+  val pressureInterventions = new Counter
+  /** Commit durations (journal write and cold-tier apply); Dropwizard keeps percentiles. */
+  val commitTime = new Timer
+  private val commitTimeNanos = new LongAdder
+
+  /** Counters by metric name (Spark's convention: camelCase under the `spillstore` source). */
+  val counters: Seq[(String, Counter)] = Seq(
+    "cacheHits" -> cacheHits, "cacheMisses" -> cacheMisses, "coldLoads" -> coldLoads,
+    "evictions" -> evictions, "writeBacks" -> writeBacks, "commits" -> commits,
+    "journalBytes" -> journalBytes, "journalRecords" -> journalRecords,
+    "snapshotBytes" -> snapshotBytes, "reliefRounds" -> reliefRounds,
+    "pressureInterventions" -> pressureInterventions)
+
+  private def memory(read: MemoryManager.Status => Long): Long =
+    MemoryManager.current.map(m => read(m.status)).getOrElse(0L)
+
+  /** Gauges by metric name: read at each poll. */
+  val gauges: Seq[(String, () => Long)] = Seq(
+    "budgetBytes" -> (() => memory(_.effectiveBudgetBytes)),
+    "budgetConfiguredBytes" -> (() => memory(_.budgetBytes)),
+    "heapBytes" -> (() => memory(_.totalHeapBytes)),
+    "heapEntries" -> (() => memory(_.totalEntries)),
+    "openStores" -> (() => memory(_.spillables.toLong)),
+    // RocksDB's own size (files and memtables) as the stores last saw it
+    "coldBytes" -> (() => MemoryManager.current.map(_.totalSpilledBytes).getOrElse(0L)),
+    // the files under the cold tiers' local directories (memtables not yet flushed are not)
+    "coldDiskBytes" -> (() => LocalDirs.bytesOnDisk()))
+
+  /** Adds what a live state counted since it last reported. */
+  def addTier(c: TierCounters): Unit = {
+    cacheHits.inc(c.hits)
+    cacheMisses.inc(c.misses)
+    coldLoads.inc(c.coldLoads)
+    evictions.inc(c.evictions)
+    writeBacks.inc(c.writeBacks)
+  }
+
+  def addCommit(journalBytesWritten: Long, records: Long, nanos: Long): Unit = {
+    commits.inc()
+    journalBytes.inc(journalBytesWritten)
+    journalRecords.inc(records)
+    commitTime.update(nanos, TimeUnit.NANOSECONDS)
+    commitTimeNanos.add(nanos)
+  }
+
+  /** The names in [[snapshot]]. */
+  def names: Seq[String] = counters.map(_._1) ++ gauges.map(_._1) :+ "commitTimeMs"
+
+  /**
+   * Every counter and gauge by name, plus the total commit time in ms (a timer does not add up
+   * over executors; this does): what an executor reports to the driver.
+   */
+  def snapshot(): Map[String, Long] =
+    counters.map { case (n, c) => n -> c.getCount }.toMap ++
+      gauges.map { case (n, g) => n -> g() } +
+      ("commitTimeMs" -> TimeUnit.NANOSECONDS.toMillis(commitTimeNanos.sum()))
+}
