@@ -5,6 +5,7 @@ over its real interface (HTTP, the platform MBean server) after two and after fo
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 from typing import Any
 
@@ -104,3 +105,19 @@ def test_progress_agrees_with_the_executor_counters(readings: list[dict[str, Any
     # evictions after a commit (the budget enforced at release) count in the next batch or not
     # at all in progress; the executor counts them all
     assert totals["spillstoreEvictions"] <= _prometheus(last, "spillstore", "evictions", "Count")
+
+
+def test_the_grafana_dashboard_queries_published_metrics(readings: list[dict[str, Any]]) -> None:
+    """Every series conf/grafana-spillstore.json asks Prometheus for is one the driver's
+    PrometheusServlet publishes (the namespace variable set to the job's)."""
+    dashboard = json.loads((JOB.parents[1] / "conf" / "grafana-spillstore.json").read_text())
+    names = set()
+    for panel in dashboard["panels"]:
+        assert panel["targets"], panel["title"]
+        for target in panel["targets"]:
+            found = re.findall(r'__name__=~"([^"]+)"', target["expr"])
+            assert found, target["expr"]
+            names.update(n.replace("${namespace}", "app") for n in found)
+    published = set(readings[-1]["prometheus"])
+    assert names <= published, sorted(names - published)
+    assert len(names) >= 15

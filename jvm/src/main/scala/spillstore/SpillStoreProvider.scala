@@ -383,8 +383,9 @@ class SpillStoreProvider extends StateStoreProvider with Logging {
    * task to free between its calls (its next call throws).
    */
   override def close(): Unit = if (state != null) synchronized {
-    logInfo(s"Unloading $this (version $loadedVersion, ${state.heapEntries} entries on the " +
-      s"heap, ${state.coldKeyCount} in the cold tier)")
+    // Spark may unload a provider more than once; figures as last published (a task may own it)
+    if (!state.isClosed) logInfo(s"Unloading $this (version $loadedVersion, " +
+      s"${state.heapEntries} entries on the heap, ${state.spilledBytes} bytes in the cold tier)")
     invalidateWriter()
     loadedVersion = -1
     state.close()

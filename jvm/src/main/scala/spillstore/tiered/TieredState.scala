@@ -216,6 +216,9 @@ final class TieredState(
     }
   }
 
+  /** Whether the state was unloaded (closed for new leases), freed or not yet. */
+  def isClosed: Boolean = closed
+
   private def free(): Unit = {
     closed = true
     closeScans()

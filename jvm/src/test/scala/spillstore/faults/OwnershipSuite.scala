@@ -4,16 +4,14 @@ import java.io.File
 import java.util.UUID
 import java.util.concurrent.{ConcurrentLinkedQueue, CountDownLatch, TimeUnit}
 
-import org.apache.logging.log4j.LogManager
-import org.apache.logging.log4j.core.{LogEvent, Logger => CoreLogger}
-import org.apache.logging.log4j.core.appender.AbstractAppender
-import org.apache.logging.log4j.core.config.Property
+import org.apache.logging.log4j.Level
 import org.rocksdb.{RocksDBException, WriteBatch}
 import org.scalatest.funsuite.AnyFunSuite
 
 import org.apache.spark.{SparkException, TestTasks}
 import org.apache.spark.sql.execution.streaming.state.StateStore
 
+import spillstore.LogCapture
 import spillstore.SpillStoreProviderSuite._
 import spillstore.cold.ColdTier
 import spillstore.memory.{FakeSpillable, MemoryConf, MemoryManager}
@@ -192,16 +190,10 @@ class OwnershipSuite extends AnyFunSuite {
 
   test("the memory conf in force is the strictest of the loaded stores'; a store asking for " +
     "another gets a WARN naming both") {
-    val warnings = new ConcurrentLinkedQueue[String]()
-    val appender = new AbstractAppender("capture", null, null, true, Property.EMPTY_ARRAY) {
-      override def append(e: LogEvent): Unit = warnings.add(e.getMessage.getFormattedMessage)
-    }
-    appender.start()
-    val logger = LogManager.getLogger(classOf[MemoryManager].getName).asInstanceOf[CoreLogger]
-    logger.addAppender(appender)
     val mm = new MemoryManager(MemoryConf(budgetBytes = Some(4000), pressureMonitor = false),
       relief = _.run())
-    try {
+    try LogCapture(classOf[MemoryManager].getName, Level.WARN) { logged =>
+      def warnings = logged().map(_.message)
       val loose = MemoryConf(budgetBytes = Some(4000), pressureMonitor = false)
       val strict = MemoryConf(budgetBytes = Some(1000), maxEntries = 50, pressureMonitor = false)
       val a = new FakeSpillable("a", 10, lastUsedNanos = 0)
@@ -212,15 +204,12 @@ class OwnershipSuite extends AnyFunSuite {
       mm.register(b, strict)
       assert(mm.effectiveBudgetBytes === 1000 && mm.status.maxEntries === 50)
       assert(warnings.size === 1)
-      val w = warnings.peek()
+      val w = warnings.head
       assert(w.contains("memoryBudget=1000") && w.contains("memoryBudget=4000"), w)
       mm.register(new FakeSpillable("c", 10, lastUsedNanos = 0), loose) // stricter one stays
       assert(mm.effectiveBudgetBytes === 1000)
       mm.unregister(b)
       assert(mm.effectiveBudgetBytes === 4000 && mm.status.maxEntries === 0)
-    } finally {
-      logger.removeAppender(appender)
-      mm.close()
-    }
+    } finally mm.close()
   }
 }

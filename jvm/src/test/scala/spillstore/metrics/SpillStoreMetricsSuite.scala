@@ -2,11 +2,13 @@ package spillstore.metrics
 
 import java.io.File
 
+import org.apache.logging.log4j.Level
 import org.scalatest.funsuite.AnyFunSuite
 
 import org.apache.spark.sql.execution.metric.SpillStoreHitRatioMetric.{hitsOf, lookupsOf}
 import org.apache.spark.sql.execution.streaming.state.{StateStoreCustomMetric, StateStoreCustomSizeMetric}
 
+import spillstore.LogCapture
 import spillstore.SpillStoreProviderSuite._
 import spillstore.metrics.SpillStoreMetricsSource.ExecutorReport
 
@@ -82,6 +84,33 @@ class SpillStoreMetricsSuite extends AnyFunSuite {
     Seq("0s", "soon").foreach { bad =>
       val e = intercept[IllegalArgumentException](reportIntervalMillis(bad))
       assert(e.getMessage.contains(ReportIntervalKey))
+    }
+  }
+}
+
+class SpillStoreLoggingSuite extends AnyFunSuite {
+  test("one INFO line per store lifecycle event (load, spill start and stop, unload), none per " +
+    "record") {
+    LogCapture("spillstore") { logged =>
+      withProvider(sqlConf = budgetConf("64k")) { (p, dir) =>
+        val s0 = p.getStore(0)
+        (1L to 5000L).foreach(i => s0.put(key(i), value(i)))
+        s0.commit() // over the budget: the store spills
+        val s1 = p.getStore(1)
+        (1L to 5000L).foreach(i => s1.get(key(i)))
+        s1.abort()
+        p.close()
+        val again = openProvider(rootOf(dir), budgetConf("64k"))
+        try again.getStore(1).abort() finally again.close()
+      }
+      val info = logged().filter(_.level == Level.INFO).map(_.message)
+      def count(fragment: String) = info.count(_.contains(fragment))
+      // each provider spills (the second while loading) and stops when it is unloaded
+      assert(count("starts spilling") === 2, info)
+      assert(count("stops spilling") === 2, info)
+      assert(count("Unloading") === 2, info)
+      assert(count("Loaded version 1") === 1, info)
+      assert(info.size <= 10, s"${info.size} INFO lines for 10,000 records: ${info.mkString("\n")}")
     }
   }
 }
