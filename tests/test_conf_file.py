@@ -31,7 +31,8 @@ def _lines() -> list[str]:
 def test_sets_the_provider_class() -> None:
     active = _entries([ln for ln in _lines() if ln and not ln.startswith(("#", "!"))])
     assert active == {spillstore.PROVIDER_CLASS_CONF: spillstore.PROVIDER_CLASS,
-                      spillstore.PLUGINS_CONF: spillstore.PLUGIN_CLASS}
+                      spillstore.PLUGINS_CONF: spillstore.PLUGIN_CLASS,
+                      "spark.sql.streaming.streamingQueryListeners": "spillstore.ProviderCheck"}
 
 
 def test_commented_examples_are_valid_entries() -> None:
@@ -65,6 +66,6 @@ def test_lists_every_option_of_the_readme_with_its_default() -> None:
 def test_spark_reads_the_file_as_spark_submit_does(spark: Any) -> None:
     """The file through Spark's own loader (the one spark-submit uses for --properties-file)."""
     props = spark._jvm.org.apache.spark.util.Utils.getPropertiesFromFile(str(PROPERTIES))
-    assert props.size() == 2
+    assert props.size() == 3
     assert props.get(spillstore.PROVIDER_CLASS_CONF).get() == spillstore.PROVIDER_CLASS
     assert props.get(spillstore.PLUGINS_CONF).get() == spillstore.PLUGIN_CLASS

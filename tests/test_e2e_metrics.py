@@ -110,6 +110,7 @@ def _per_batch(progress: list[dict[str, Any]]) -> list[spillstore.OperatorMetric
     for i in range(BATCHES):
         (op,) = spillstore.operator_metrics(progress[: i + 1])
         assert op.batch_id == i
+        assert op.provider == "spillstore"
         result.append(op)
     return result
 

@@ -16,6 +16,7 @@ from spillstore.metrics import cache_hit_ratio, state_metrics
 
 PREFIX = "spark.sql.streaming.stateStore.spillstore."
 UI_LIST = "spark.sql.streaming.ui.enabledCustomMetricList"
+LISTENERS = "spark.sql.streaming.streamingQueryListeners"
 
 
 @pytest.fixture
@@ -59,6 +60,7 @@ def test_configure_builder(jar: str) -> None:
         "spark.sql.streaming.stateStore.providerClass": "spillstore.SpillStoreProvider",
         UI_LIST: ",".join(spillstore.UI_CUSTOM_METRICS),
         "spark.plugins": spillstore.PLUGIN_CLASS,
+        LISTENERS: "spillstore.ProviderCheck",
         PREFIX + "memoryBudgetFraction": "0.3",
         PREFIX + "maxEntries": "1000000",
         PREFIX + "spillEnabled": "true",
@@ -120,7 +122,8 @@ def test_builder_without_options_dict_warns(jar: str) -> None:
     assert builder.set == {"spark.jars": jar, "spark.sql.streaming.stateStore.providerClass":
                            spillstore.PROVIDER_CLASS, PREFIX + "a": "1",
                            UI_LIST: ",".join(spillstore.UI_CUSTOM_METRICS),
-                           "spark.plugins": spillstore.PLUGIN_CLASS}
+                           "spark.plugins": spillstore.PLUGIN_CLASS,
+                           LISTENERS: "spillstore.ProviderCheck"}
 
 
 @pytest.mark.parametrize("name, key", [
@@ -263,7 +266,8 @@ def test_operator_metrics_per_operator_and_cumulative() -> None:
         operator="stateStoreSave", index=0, batch_id=1, hit_ratio=0.75,
         cumulative_hit_ratio=0.75, cache_hits=3, cache_misses=1, evictions=7, write_backs=0,
         cold_loads=0, heap_bytes=2048, heap_entries=0, cold_bytes=4096, cold_entries=0,
-        journal_bytes=100, journal_records=0, commit_time_ms=9, rows_total=5)
+        journal_bytes=100, journal_records=0, commit_time_ms=9, rows_total=5,
+        provider="spillstore")
     assert dedupe.hit_ratio is None and dedupe.cumulative_hit_ratio == 0.25
     assert spillstore.operator_metrics(history[0])[1].hit_ratio == 0.25
     assert spillstore.operator_metrics(None) == []
@@ -275,6 +279,20 @@ def test_operator_metrics_per_operator_and_cumulative() -> None:
     assert spillstore.operator_metrics(Query()) == [save, dedupe]
     with pytest.raises(TypeError, match="StreamingQuery"):
         spillstore.operator_metrics(3)
+
+
+@pytest.mark.parametrize("custom, provider", [
+    ({"spillstoreCacheHits": 1}, "spillstore"),
+    ({"loadedMapCacheHitCount": 1, "stateOnCurrentVersionSizeBytes": 9}, "hdfs"),
+    ({"rocksdbCommitWriteBatchLatency": 3}, "rocksdb"),
+    ({}, None),
+])
+def test_operator_metrics_tell_the_provider(custom: dict[str, int], provider: str | None) -> None:
+    op = {"operatorName": "stateStoreSave", "numRowsTotal": 1, "customMetrics": custom}
+    (metrics,) = spillstore.operator_metrics(_progress(0, op))
+    assert metrics.provider == provider
+    if provider in ("hdfs", "rocksdb"):
+        assert metrics.summary() == f"stateStoreSave#0 runs on {provider}, not spillstore"
 
 
 def test_progress_logger_logs_one_line_per_batch(caplog: pytest.LogCaptureFixture) -> None:

@@ -37,6 +37,11 @@ and ``spillstore.executors`` (the driver's sum over executors)."""
 PLUGINS_CONF = "spark.plugins"
 """Spark's static conf listing the plugins to load (comma-separated class names)."""
 
+_LISTENERS_CONF = "spark.sql.streaming.streamingQueryListeners"
+# Warns (driver log) when a query configured for spillstore restarts on a checkpoint that
+# records another provider, which Spark then keeps using.
+_LISTENER_CLASS = "spillstore.ProviderCheck"
+
 CONF_PREFIX = "spark.sql.streaming.stateStore.spillstore."
 """Prefix of every spillstore option. Spark forwards to a provider only the SQL confs under
 ``spark.sql.streaming.stateStore.``, hence the nesting."""
@@ -163,6 +168,10 @@ def _with_plugin(existing: str | None) -> str:
     return _with_names(existing, (PLUGIN_CLASS,), case_sensitive=True)
 
 
+def _with_listener(existing: str | None) -> str:
+    return _with_names(existing, (_LISTENER_CLASS,), case_sensitive=True)
+
+
 def configure(builder_or_conf: T, /, **options: bool | int | float | str) -> T:
     """Make a Spark session use spillstore as its state store provider.
 
@@ -182,6 +191,9 @@ def configure(builder_or_conf: T, /, **options: bool | int | float | str) -> T:
       the Structured Streaming tab charts them for each query,
     * adds :data:`PLUGIN_CLASS` to ``spark.plugins``, keeping the plugins already listed, so
       that spillstore's executor-wide metrics reach Spark's metrics system (JMX, Prometheus),
+    * adds spillstore's query listener to ``spark.sql.streaming.streamingQueryListeners``: when
+      a query restarts on a checkpoint that records another provider (which Spark keeps
+      using), it logs a WARN in the driver log naming the checkpoint and that provider,
     * sets each keyword option as ``spark.sql.streaming.stateStore.spillstore.<name>``;
       names may be camelCase or snake_case (``some_option=1`` sets ``...spillstore.someOption``),
       booleans are rendered as ``true``/``false``. The README lists the options the provider
@@ -217,6 +229,7 @@ def configure(builder_or_conf: T, /, **options: bool | int | float | str) -> T:
         conf.set(PROVIDER_CLASS_CONF, PROVIDER_CLASS)
         conf.set(UI_CUSTOM_METRICS_CONF, _with_ui_metrics(conf.get(UI_CUSTOM_METRICS_CONF)))
         conf.set(PLUGINS_CONF, _with_plugin(conf.get(PLUGINS_CONF)))
+        conf.set(_LISTENERS_CONF, _with_listener(conf.get(_LISTENERS_CONF)))
         for key, value in settings.items():
             conf.set(key, value)
         return builder_or_conf
@@ -235,12 +248,13 @@ def configure(builder_or_conf: T, /, **options: bool | int | float | str) -> T:
         existing = known.get(_JARS_CONF)
         ui_metrics = known.get(UI_CUSTOM_METRICS_CONF)
         plugins = known.get(PLUGINS_CONF)
+        listeners = known.get(_LISTENERS_CONF)
     else:
-        existing = ui_metrics = plugins = None
+        existing = ui_metrics = plugins = listeners = None
         warnings.warn(
             "cannot read spark.jars from this builder (no `_options`); spark.jars is set to the "
-            "spillstore jar alone (and spark.plugins and the UI's custom metric list to "
-            "spillstore's)",
+            "spillstore jar alone (and spark.plugins, the query listeners and the UI's custom "
+            "metric list to spillstore's)",
             RuntimeWarning,
             stacklevel=2,
         )
@@ -249,6 +263,8 @@ def configure(builder_or_conf: T, /, **options: bool | int | float | str) -> T:
     builder.config(UI_CUSTOM_METRICS_CONF,
                    _with_ui_metrics(None if ui_metrics is None else str(ui_metrics)))
     builder.config(PLUGINS_CONF, _with_plugin(None if plugins is None else str(plugins)))
+    builder.config(_LISTENERS_CONF,
+                   _with_listener(None if listeners is None else str(listeners)))
     for key, value in settings.items():
         builder.config(key, value)
     return builder_or_conf

@@ -1,5 +1,5 @@
-"""Command line: ``python -m spillstore demo`` and ``python -m spillstore bench``
-(:mod:`spillstore.bench`).
+"""Command line: ``python -m spillstore demo``, ``python -m spillstore bench``
+(:mod:`spillstore.bench`) and ``python -m spillstore checkpoint`` (:mod:`spillstore.checkpoint`).
 
 The demo starts a local Spark session configured through :func:`spillstore.configure`, runs a
 streaming count + sum per key over a skewed generated stream for a fixed number of
@@ -226,6 +226,21 @@ def _positive_float(text: str) -> float:
     return value
 
 
+def _checkpoint(args: argparse.Namespace) -> int:
+    from .checkpoint import inspect_checkpoint
+
+    try:
+        info = inspect_checkpoint(args.location)
+    except (OSError, ValueError) as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    print(info.describe())
+    if info.provider not in (None, "spillstore"):
+        print(f"  This query runs on {info.provider_class} even when the session selects "
+              "spillstore; start it from a new checkpoint location to use spillstore.")
+    return 0
+
+
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="python -m spillstore", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -254,6 +269,15 @@ def _parser() -> argparse.ArgumentParser:
                       help="a spillstore option, e.g. --option memoryBudgetFraction=0.3 "
                       "(repeatable)")
     demo.set_defaults(run=_demo)
+    inspect = commands.add_parser(
+        "checkpoint",
+        help="show the state store provider a query's checkpoint records, and its state",
+        description="Spark runs a restarted query on the provider its checkpoint records, "
+        "whatever the session selects. This prints that provider, the last batches and each "
+        "stateful operator's stores with the provider whose files they hold.",
+    )
+    inspect.add_argument("location", help="the query's checkpoint location (a local path)")
+    inspect.set_defaults(run=_checkpoint)
     from .bench import add_parser as add_bench  # bench imports this module's helpers
 
     add_bench(commands)

@@ -159,9 +159,15 @@ class OperatorMetrics:
     """Time the last batch's commits spent writing journals (summed over partitions)."""
     rows_total: int
     """Spark's ``numRowsTotal``: keys in the operator's state."""
+    provider: str | None = None
+    """The provider the operator really runs on, told by the metrics it reports:
+    ``spillstore``, ``hdfs``, ``rocksdb``, or ``None`` when none of those. A restarted query
+    runs on the provider its checkpoint records, whatever the session selects."""
 
     def summary(self) -> str:
         """One line: ``stateStoreSave#0 hit 97.5% (cum 99.1%) evicted 12 heap 1.2 MiB ...``."""
+        if self.provider not in (None, "spillstore"):
+            return f"{self.operator}#{self.index} runs on {self.provider}, not spillstore"
         return (
             f"{self.operator}#{self.index} hit {_percent(self.hit_ratio)}"
             f" (cum {_percent(self.cumulative_hit_ratio)})"
@@ -183,6 +189,17 @@ def _size(n: int) -> str:
             return f"{n} B" if unit == "B" else f"{value:.1f} {unit}"
         value /= 1024
     raise AssertionError("unreachable")
+
+
+def _provider(custom: Mapping[str, Any]) -> str | None:
+    names = set(custom)
+    if any(n.startswith("spillstore") for n in names):
+        return "spillstore"
+    if any(n.startswith("rocksdb") for n in names):
+        return "rocksdb"
+    if "loadedMapCacheHitCount" in names:
+        return "hdfs"
+    return None
 
 
 def operator_metrics(source: Any) -> list[OperatorMetrics]:
@@ -235,6 +252,7 @@ def operator_metrics(source: Any) -> list[OperatorMetrics]:
             journal_records=_number(custom, "spillstoreJournalRecords"),
             commit_time_ms=_number(custom, "spillstoreCommitTimeMs"),
             rows_total=_number(op, "numRowsTotal"),
+            provider=_provider(custom),
         ))
     return result
 

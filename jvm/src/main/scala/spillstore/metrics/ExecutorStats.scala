@@ -30,28 +30,30 @@ import spillstore.tiered.TierCounters
  * path (get/put) touches none of it: a state adds its lookups in one step per batch.
  */
 object ExecutorStats {
-  val cacheHits = new Counter
-  val cacheMisses = new Counter
-  val coldLoads = new Counter
-  val evictions = new Counter
-  val writeBacks = new Counter
-  val commits = new Counter
-  val journalBytes = new Counter
-  val journalRecords = new Counter
-  val snapshotBytes = new Counter
-  val reliefRounds = new Counter
-  val pressureInterventions = new Counter
+  private val countersByName = Seq.newBuilder[(String, Counter)]
+  private def counter(name: String): Counter = {
+    val c = new Counter
+    countersByName += name -> c
+    c
+  }
+
+  val cacheHits: Counter = counter("cacheHits")
+  val cacheMisses: Counter = counter("cacheMisses")
+  val coldLoads: Counter = counter("coldLoads")
+  val evictions: Counter = counter("evictions")
+  val writeBacks: Counter = counter("writeBacks")
+  val commits: Counter = counter("commits")
+  val journalBytes: Counter = counter("journalBytes")
+  val journalRecords: Counter = counter("journalRecords")
+  val snapshotBytes: Counter = counter("snapshotBytes")
+  val reliefRounds: Counter = counter("reliefRounds")
+  val pressureInterventions: Counter = counter("pressureInterventions")
+  /** Counters by metric name (Spark's convention: camelCase under the `spillstore` source). */
+  val counters: Seq[(String, Counter)] = countersByName.result()
+
   /** Commit durations (journal write and cold-tier apply); Dropwizard keeps percentiles. */
   val commitTime = new Timer
   private val commitTimeNanos = new LongAdder
-
-  /** Counters by metric name (Spark's convention: camelCase under the `spillstore` source). */
-  val counters: Seq[(String, Counter)] = Seq(
-    "cacheHits" -> cacheHits, "cacheMisses" -> cacheMisses, "coldLoads" -> coldLoads,
-    "evictions" -> evictions, "writeBacks" -> writeBacks, "commits" -> commits,
-    "journalBytes" -> journalBytes, "journalRecords" -> journalRecords,
-    "snapshotBytes" -> snapshotBytes, "reliefRounds" -> reliefRounds,
-    "pressureInterventions" -> pressureInterventions)
 
   private def memory(read: MemoryManager.Status => Long): Long =
     MemoryManager.current.map(m => read(m.status)).getOrElse(0L)
