@@ -18,8 +18,8 @@ SCALA_SRC := $(shell find jvm/src/main -name '*.scala' 2>/dev/null) build.sbt pr
 sbt_of = $(if $(filter 4.3,$(1)),spillstore,spark$(subst .,,$(1)))
 # Per-line pyspark (pip) and what else that line's end-to-end tests need.
 pyspark_of = pyspark==$(1).*
-# pyspark 3.5's pandas UDFs predate numpy 2.
-constraints_of = $(if $(filter 3.5,$(1)),numpy<2,)
+# pyspark 3.5 predates numpy 2 (and pyarrow 20+ needs numpy 2).
+constraints_of = $(if $(filter 3.5,$(1)),"numpy<2" "pyarrow<20",)
 # The smaller end-to-end set for 4.0, 4.1, 4.2 (README: which target runs what).
 E2E_SMALL := tests/test_package.py tests/test_cli.py tests/test_e2e_spillstore.py \
   tests/test_e2e_restart.py tests/test_e2e_spill.py tests/test_e2e_metrics.py
@@ -43,7 +43,7 @@ venv: $(VENV)/.installed
 $(foreach l,$(OTHER_LINES),.venv-$(l)/.installed): .venv-%/.installed: python/requirements-e2e.txt python/pyproject.toml
 	$(PYTHON) -m venv .venv-$*
 	.venv-$*/bin/python -m pip install -q --upgrade pip
-	.venv-$*/bin/python -m pip install -q "$(call pyspark_of,$*)" -r python/requirements-e2e.txt $(if $(call constraints_of,$*),"$(call constraints_of,$*)",)
+	.venv-$*/bin/python -m pip install -q "$(call pyspark_of,$*)" -r python/requirements-e2e.txt $(call constraints_of,$*)
 	.venv-$*/bin/python -m pip install -q --no-deps -e python
 	touch $@
 
@@ -89,11 +89,13 @@ test-conformance: $(foreach l,$(OTHER_LINES),test-conformance-$(l))
 
 # A line's end-to-end tests in its own venv: all of them (but heavy) on 3.5, the smaller set
 # on 4.0, 4.1 and 4.2.
+# Each run has its own --basetemp: pytest deletes other runs' dirs under the shared
+# /tmp/pytest-of-<user> (retention 0), which breaks runs going on at the same time.
 test-line-3.5: $(PKG_JAR) .venv-3.5/.installed
-	.venv-3.5/bin/python -m pytest -q -m "not heavy and not browser" tests
+	.venv-3.5/bin/python -m pytest -q -m "not heavy and not browser" --basetemp=target/pytest-3.5 tests
 
 $(foreach l,4.0 4.1 4.2,test-line-$(l)): test-line-%: $(PKG_JAR) .venv-%/.installed
-	.venv-$*/bin/python -m pytest -q -m "not heavy and not browser" $(E2E_SMALL)
+	.venv-$*/bin/python -m pytest -q -m "not heavy and not browser" --basetemp=target/pytest-$* $(E2E_SMALL)
 
 test-lines: $(foreach l,$(OTHER_LINES),test-conformance-$(l) test-line-$(l))
 

@@ -32,10 +32,10 @@ val lines = Map(
     testDirs = Seq("spark-4.x", "spark-4.0")),
   "4.1" -> SparkLine("4.1", Some("4.1.3"), "2.13.17",
     Seq("spark-4.x", "spark-4.1+", "spark-4.1", "spark-pre4.2", "spark-pre4.3"),
-    testDirs = Seq("spark-4.x", "spark-4.1+", "spark-4.1-4.2")),
+    testDirs = Seq("spark-4.x", "spark-4.1+", "spark-4.1")),
   "4.2" -> SparkLine("4.2", Some("4.2.0"), "2.13.18",
     Seq("spark-4.x", "spark-4.1+", "spark-4.2+", "spark-4.2", "spark-pre4.3"),
-    testDirs = Seq("spark-4.x", "spark-4.1+", "spark-4.1-4.2")),
+    testDirs = Seq("spark-4.x", "spark-4.1+", "spark-4.2")),
   "4.3" -> SparkLine("4.3", None, "2.13.18", Seq("spark-4.x", "spark-4.1+", "spark-4.2+", "spark-4.3"),
     testDirs = Seq("spark-4.x", "spark-4.1+", "spark-4.3")))
 

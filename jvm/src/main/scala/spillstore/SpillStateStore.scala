@@ -56,8 +56,16 @@ final class SpillStateStore private[spillstore] (
     live.remove(key)
   }
 
-  /** All pairs, and what closes the iteration (so that eviction can go on before the end). */
+  /**
+   * All pairs, and what closes the iteration (so that eviction can go on before the end).
+   * Spark 3.5 and 4.0 iterate a write store after its commit (complete output mode): then the
+   * pairs are the committed version's, through a read view of it.
+   */
   private[spillstore] def allPairs(): (Iterator[UnsafeRowPair], () => Unit) = {
+    if (state == Committed) {
+      return provider.open(newVersion, writable = false, forceSnapshotOnCommit = false,
+        upgrading = null).allPairs()
+    }
     use()
     val entries = guarded(live.iterator())
     (pairs(entries), () => entries.close())

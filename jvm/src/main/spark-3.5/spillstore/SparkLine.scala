@@ -36,14 +36,6 @@ trait SparkLineStore extends StateStore { self: SpillStateStore =>
   override def get(key: UnsafeRow): UnsafeRow = getValue(key)
   override def put(key: UnsafeRow, value: UnsafeRow): Unit = putValue(key, value)
   override def remove(key: UnsafeRow): Unit = removeKey(key)
-  /**
-   * Spark 3.5 iterates a write store after its commit (complete output mode, and its test
-   * suite): then the pairs are the committed version's, through a read view of it.
-   */
-  override def iterator(): Iterator[UnsafeRowPair] =
-    if (hasCommitted) {
-      provider.open(checkpointVersion, writable = false, forceSnapshotOnCommit = false,
-        upgrading = null).allPairs()._1
-    } else allPairs()._1
+  override def iterator(): Iterator[UnsafeRowPair] = allPairs()._1
   override def prefixScan(prefixKey: UnsafeRow): Iterator[UnsafeRowPair] = prefixPairs(prefixKey)
 }

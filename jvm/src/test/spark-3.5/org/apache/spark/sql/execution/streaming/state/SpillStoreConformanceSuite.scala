@@ -28,6 +28,13 @@ class SpillStoreConformanceSuite extends StateStoreSuiteBase[SpillStoreProvider]
     }
   }
 
+  // 3.5's per-codec tests register through super.test, past the override above.
+  override def testWithAllCodec(name: String)(func: => Any): Unit =
+    Excluded.find { case (prefix, _) => name.startsWith(prefix) } match {
+      case Some((_, reason)) => super.ignore(s"$name [excluded: $reason]")(func)
+      case None => super.testWithAllCodec(name)(func)
+    }
+
   override def newStoreProvider(): SpillStoreProvider =
     provider(StateStoreId(StateStoreTestsHelper.newDir(), Random.nextInt(), 0))
 
