@@ -13,7 +13,7 @@ final case class StateStoreCustomHitRatioMetric(name: String, desc: String)
   extends StateStoreCustomMetric {
   override def withNewDesc(desc: String): StateStoreCustomHitRatioMetric = copy(desc = desc)
   override def createSQLMetric(sparkContext: SparkContext): SQLMetric =
-    SpillStoreHitRatioMetric.create(sparkContext, desc)
+    HitRatioPacking.create(sparkContext, desc)
 }
 
 /** A count measured at commit (not added up over batches), shown as a plain number. */

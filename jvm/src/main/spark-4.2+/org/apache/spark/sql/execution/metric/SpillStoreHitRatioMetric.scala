@@ -1,6 +1,5 @@
 package org.apache.spark.sql.execution.metric
 
-import org.apache.spark.SparkContext
 import org.apache.spark.util.AccumulatorV2
 
 /**
@@ -20,12 +19,12 @@ import org.apache.spark.util.AccumulatorV2
  * read) and `register` are Spark-private; all three are kept consistent by `update`.
  */
 final class SpillStoreHitRatioMetric private[metric] ()
-  extends SQLMetric(SpillStoreHitRatioMetric.AverageMetricType, SpillStoreHitRatioMetric.Unset) {
+  extends SQLMetric(HitRatioPacking.AverageMetricType, HitRatioPacking.Unset) {
   private var hits = 0L
   private var lookups = 0L
 
   private def update(): Unit =
-    _value = if (lookups == 0) SpillStoreHitRatioMetric.Unset else hits * 1000 / lookups
+    _value = if (lookups == 0) HitRatioPacking.Unset else hits * 1000 / lookups
 
   override def add(packed: Long): Unit = {
     hits += HitRatioPacking.hitsOf(packed)
@@ -54,18 +53,5 @@ final class SpillStoreHitRatioMetric private[metric] ()
     c.lookups = lookups
     c.update()
     c
-  }
-}
-
-object SpillStoreHitRatioMetric {
-  /** Spark's name for metrics the SQL tab shows as avg (min, med, max) over tasks (base 10). */
-  private val AverageMetricType = "average"
-  private val Unset = -1L
-
-  /** A registered metric, shown as `desc` in the SQL tab. */
-  def create(sc: SparkContext, desc: String): SpillStoreHitRatioMetric = {
-    val m = new SpillStoreHitRatioMetric
-    m.register(sc, Some(desc), countFailedValues = false)
-    m
   }
 }

@@ -1,6 +1,5 @@
 package org.apache.spark.sql.execution.metric
 
-import org.apache.spark.SparkContext
 import org.apache.spark.util.AccumulatorV2
 
 /**
@@ -9,12 +8,12 @@ import org.apache.spark.util.AccumulatorV2
  * instead of setting it.
  */
 final class SpillStoreHitRatioMetric private[metric] ()
-  extends SQLMetric(SpillStoreHitRatioMetric.AverageMetricType, SpillStoreHitRatioMetric.Unset) {
+  extends SQLMetric(HitRatioPacking.AverageMetricType, HitRatioPacking.Unset) {
   private var hits = 0L
   private var lookups = 0L
 
   override def value: Long =
-    if (lookups == 0) SpillStoreHitRatioMetric.Unset else hits * 1000 / lookups
+    if (lookups == 0) HitRatioPacking.Unset else hits * 1000 / lookups
 
   override def isZero: Boolean = lookups == 0
 
@@ -41,17 +40,5 @@ final class SpillStoreHitRatioMetric private[metric] ()
     c.hits = hits
     c.lookups = lookups
     c
-  }
-}
-
-object SpillStoreHitRatioMetric {
-  private val AverageMetricType = "average"
-  private val Unset = -1L
-
-  /** A registered metric, shown as `desc` in the SQL tab. */
-  def create(sc: SparkContext, desc: String): SpillStoreHitRatioMetric = {
-    val m = new SpillStoreHitRatioMetric
-    m.register(sc, Some(desc), countFailedValues = false)
-    m
   }
 }
