@@ -1,13 +1,32 @@
 # The two commands a newcomer runs:  `make demo`  and  `make test`.
-# Both install what they need (the venv with pyspark 4.3.0, sbt through bin/sbt) first.
+# Both install what they need (the venvs, sbt through bin/sbt) first.
+#
+# spillstore is built once per Spark line (3.5, 4.0, 4.1, 4.2, 4.3: build.sbt), one jar each.
+# 4.3 is the default line: .venv (pyspark 4.3.0), the JVM unit suites, the demo. Every other
+# line has its own venv, .venv-<line>, with that line's pyspark, for its end-to-end tests.
 PYTHON ?= python3
 VENV := .venv
 PY := $(VENV)/bin/python
-JAR := target/spillstore.jar
-PKG_JAR := python/spillstore/jars/spillstore.jar
-SCALA_SRC := $(shell find jvm/src/main -name '*.scala' 2>/dev/null) build.sbt
+LINES := 3.5 4.0 4.1 4.2 4.3
+OTHER_LINES := 3.5 4.0 4.1 4.2
+scala_of = $(if $(filter 3.5,$(1)),2.12,2.13)
+jar_of = spillstore-spark$(1)_$(call scala_of,$(1)).jar
+JARS := $(foreach l,$(LINES),target/$(call jar_of,$(l)))
+PKG_JARS := $(foreach l,$(LINES),python/spillstore/jars/$(call jar_of,$(l)))
+SCALA_SRC := $(shell find jvm/src/main -name '*.scala' 2>/dev/null) build.sbt project/SparkLine.scala
+# sbt projects per line (build.sbt): the default line is `spillstore`.
+sbt_of = $(if $(filter 4.3,$(1)),spillstore,spark$(subst .,,$(1)))
+# Per-line pyspark (pip) and what else that line's end-to-end tests need.
+pyspark_of = pyspark==$(1).*
+# pyspark 3.5 predates numpy 2 (and pyarrow 20+ needs numpy 2).
+constraints_of = $(if $(filter 3.5,$(1)),"numpy<2" "pyarrow<20",)
+# The smaller end-to-end set for 4.0, 4.1, 4.2 (README: which target runs what).
+E2E_SMALL := tests/test_package.py tests/test_cli.py tests/test_e2e_spillstore.py \
+  tests/test_e2e_restart.py tests/test_e2e_spill.py tests/test_e2e_metrics.py
 
-.PHONY: all venv jar demo test test-fast test-jvm test-python test-heavy bench bench-api clean
+.PHONY: all venv venvs jar jars demo test test-fast test-jvm test-python test-heavy \
+  test-lines test-conformance $(foreach l,$(OTHER_LINES),test-line-$(l) test-conformance-$(l)) \
+  bench bench-api clean
 
 all: jar
 
@@ -20,15 +39,31 @@ $(VENV)/.installed: python/requirements-dev.txt python/pyproject.toml
 
 venv: $(VENV)/.installed
 
-$(JAR): $(VENV)/.installed $(SCALA_SRC)
-	bin/sbt spillstore/package
+# Another line's venv: its pyspark, the test tools, and this package (editable).
+$(foreach l,$(OTHER_LINES),.venv-$(l)/.installed): .venv-%/.installed: python/requirements-e2e.txt python/pyproject.toml
+	$(PYTHON) -m venv .venv-$*
+	.venv-$*/bin/python -m pip install -q --upgrade pip
+	.venv-$*/bin/python -m pip install -q "$(call pyspark_of,$*)" -r python/requirements-e2e.txt $(call constraints_of,$*)
+	.venv-$*/bin/python -m pip install -q --no-deps -e python
+	touch $@
 
-# Replaced atomically, so a JVM that has the old jar open keeps reading it.
-$(PKG_JAR): $(JAR)
+venvs: venv $(foreach l,$(OTHER_LINES),.venv-$(l)/.installed)
+
+# All five jars in one sbt run (Spark 3.5 .. 4.2 come from the Maven repository).
+target/.jars: $(VENV)/.installed $(SCALA_SRC)
+	bin/sbt $(foreach l,$(LINES),$(call sbt_of,$(l))/package)
+	touch $@
+
+# Replaced atomically, so a JVM that has an old jar open keeps reading it.
+python/spillstore/jars/.copied: target/.jars
 	mkdir -p $(dir $@)
-	cp $(JAR) $@.tmp && mv $@.tmp $@
+	for j in $(notdir $(JARS)); do cp target/$$j python/spillstore/jars/$$j.tmp && \
+	  mv python/spillstore/jars/$$j.tmp python/spillstore/jars/$$j; done
+	touch $@
 
-jar: $(PKG_JAR)
+PKG_JAR := python/spillstore/jars/.copied
+
+jar jars: $(PKG_JAR)
 
 demo: $(PKG_JAR)
 	$(PY) -m spillstore demo
@@ -44,10 +79,30 @@ test-python: $(PKG_JAR)
 test-heavy: $(PKG_JAR)
 	$(PY) -m pytest -q -s -m heavy tests
 
-# All tests: JVM, Python and end to end, then the heavy suites.
-test: test-jvm test-python test-heavy
+# Spark's StateStoreSuiteBase from each line's own test jar against that line's build
+# (4.3's runs in test-jvm, with the 4.2 test jar).
+$(foreach l,$(OTHER_LINES),test-conformance-$(l)): test-conformance-%: $(VENV)/.installed
+	rm -rf jvm/target/test-tmp
+	bin/sbt $(call sbt_of,$*)/test; status=$$?; rm -rf jvm/target/test-tmp; exit $$status
 
-# Everything but the heavy suites, for quick iterations.
+test-conformance: $(foreach l,$(OTHER_LINES),test-conformance-$(l))
+
+# A line's end-to-end tests in its own venv: all of them (but heavy) on 3.5, the smaller set
+# on 4.0, 4.1 and 4.2.
+# Each run has its own --basetemp: pytest deletes other runs' dirs under the shared
+# /tmp/pytest-of-<user> (retention 0), which breaks runs going on at the same time.
+test-line-3.5: $(PKG_JAR) .venv-3.5/.installed
+	.venv-3.5/bin/python -m pytest -q -m "not heavy and not browser" --basetemp=target/pytest-3.5 tests
+
+$(foreach l,4.0 4.1 4.2,test-line-$(l)): test-line-%: $(PKG_JAR) .venv-%/.installed
+	.venv-$*/bin/python -m pytest -q -m "not heavy and not browser" --basetemp=target/pytest-$* $(E2E_SMALL)
+
+test-lines: $(foreach l,$(OTHER_LINES),test-conformance-$(l) test-line-$(l))
+
+# All tests: JVM, Python and end to end on 4.3, then the heavy suites, then every other line.
+test: test-jvm test-python test-heavy test-lines
+
+# Everything but the heavy suites and the other lines, for quick iterations (4.3 only).
 test-fast: test-jvm test-python
 
 # End-to-end benchmark: one streaming aggregation per provider, each in its own JVM, e.g.
@@ -61,4 +116,4 @@ bench-api: $(VENV)/.installed
 	bin/sbt 'set spillstore / Test / javaOptions += "-Xmx12g"' "spillstore/Test/runMain spillstore.bench.ApiBench $(BENCH_ARGS)"
 
 clean:
-	rm -rf target jvm/target project/target python/spillstore/jars
+	rm -rf target jvm/target jvm/lines project/target python/spillstore/jars

@@ -1,13 +1,43 @@
-// spillstore: a Spark Structured Streaming state store provider.
+// spillstore: a Spark Structured Streaming state store provider, built once per Spark line.
 //
-// Spark 4.3.0 is not on the Maven repository this project can reach, but pyspark 4.3.0 is on
-// PyPI and ships Spark's exact jars. So the venv (`make venv`) is the source of every Spark
-// class: we compile against <venv>/pyspark/jars and never package them (Provided in effect).
+// One core (jvm/src/main/scala: heap tier, cold tier, memory manager, journal and snapshot
+// files, recovery, tiered state, the provider's and store's logic) is compiled for every line
+// from the same sources, together with thin adapters for that line's API:
+//   jvm/src/main/spark-<line>     what only that line needs (3.5, 4.0, 4.1, 4.2, 4.3)
+//   jvm/src/main/spark-4.x        shared by every 4.x line (column families, KeyStateEncoderSpec)
+//   jvm/src/main/spark-4.1+       shared by 4.1, 4.2, 4.3 (checkpointing package, release, lists)
+//   jvm/src/main/spark-4.2+       shared by 4.2, 4.3 (getStore(version, ckptId, force, loadEmpty))
+//   jvm/src/main/spark-pre4.1     shared by 3.5, 4.0 (no commit or snapshot reports to the coordinator)
+//   jvm/src/main/spark-pre4.2     shared by 3.5, 4.0, 4.1 (SQLMetric._value is private)
+//   jvm/src/main/spark-pre4.3     shared by 3.5 .. 4.2 (custom metrics without isSnapshot)
+// One jar per line: target/spillstore-spark<line>_<scala binary>.jar.
+// Tests: jvm/src/test/scala holds the version-free unit suites, run on the default line (4.3);
+// jvm/src/test/spark-<dir> hold Spark's StateStoreSuiteBase run per line (its testDirs).
+//
+// Spark is never packaged (Provided). 3.5, 4.0, 4.1 and 4.2 come from the Maven repository at
+// each line's own version. Spark 4.3.0 is not on the Maven repository this project can reach,
+// but pyspark 4.3.0 is on PyPI and ships Spark's exact jars, so the 4.3 line (project
+// `spillstore`, the default line, with the JVM unit suites) compiles against <venv>/pyspark/jars.
 import java.io.File
 
 val sparkVersion = "4.3.0"
 // Newest Spark test jars on Maven: StateStoreSuiteBase and its helpers, run against 4.3.0.
 val sparkTestJarsVersion = "4.2.0"
+
+val lines = Map(
+  "3.5" -> SparkLine("3.5", Some("3.5.9"), "2.12.18",
+    Seq("spark-3.5", "spark-pre4.1", "spark-pre4.2", "spark-pre4.3"), testDirs = Seq("spark-3.5")),
+  "4.0" -> SparkLine("4.0", Some("4.0.4"), "2.13.16",
+    Seq("spark-4.x", "spark-4.0", "spark-pre4.1", "spark-pre4.2", "spark-pre4.3"),
+    testDirs = Seq("spark-4.x", "spark-4.0")),
+  "4.1" -> SparkLine("4.1", Some("4.1.3"), "2.13.17",
+    Seq("spark-4.x", "spark-4.1+", "spark-4.1", "spark-pre4.2", "spark-pre4.3"),
+    testDirs = Seq("spark-4.x", "spark-4.1+", "spark-4.1")),
+  "4.2" -> SparkLine("4.2", Some("4.2.0"), "2.13.18",
+    Seq("spark-4.x", "spark-4.1+", "spark-4.2+", "spark-4.2", "spark-pre4.3"),
+    testDirs = Seq("spark-4.x", "spark-4.1+", "spark-4.2")),
+  "4.3" -> SparkLine("4.3", None, "2.13.18", Seq("spark-4.x", "spark-4.1+", "spark-4.2+", "spark-4.3"),
+    testDirs = Seq("spark-4.x", "spark-4.1+", "spark-4.3")))
 
 def pysparkJarsDir(root: File): File = {
   val fromEnv = sys.env.get("SPILLSTORE_SPARK_JARS").map(new File(_))
@@ -28,17 +58,79 @@ val sparkJavaOpens = Seq(
   "java.base/sun.security.action", "java.base/sun.util.calendar"
 ).map(m => s"--add-opens=$m=ALL-UNNAMED")
 
+/** What every line's project shares: the core and the line's adapter dirs, one jar. */
+def lineSettings(l: SparkLine): Seq[Setting[_]] = Seq(
+  organization := "io.spillstore",
+  version := "0.1.0",
+  scalaVersion := l.scala,
+  scalacOptions ++= Seq("-deprecation", "-feature", "-unchecked", "-Xlint:-unused,_", "-release", "17"),
+  javacOptions ++= Seq("--release", "17"),
+  Compile / unmanagedSourceDirectories := {
+    val main = (ThisBuild / baseDirectory).value / "jvm" / "src" / "main"
+    (main / "scala") +: l.dirs.map(main / _)
+  },
+  Compile / packageBin / artifactPath := (ThisBuild / baseDirectory).value / "target" / l.jarName,
+  Test / fork := true,
+  Test / run / fork := true,
+  Test / parallelExecution := false,
+  Test / javaOptions ++= sparkJavaOpens ++ Seq("-Xmx3g",
+    "-Dspark.ui.enabled=false", "-Dspark.unsafe.exceptionOnMemoryLeak=true"),
+  // Test JVMs (and the child JVMs tests start and SIGKILL, which cannot clean up: native
+  // libraries unpacked by RocksDB and LZ4, cold tiers) keep temp files out of /tmp.
+  Test / javaOptions += {
+    val dir = (ThisBuild / baseDirectory).value / "jvm" / "target" / "test-tmp"
+    IO.createDirectory(dir)
+    s"-Djava.io.tmpdir=$dir"
+  },
+  Test / testOptions += Tests.Argument(TestFrameworks.ScalaTest, "-oDF")
+)
+
+/** Spark from the Maven repository at `v`, Provided; its test jars for StateStoreSuiteBase. */
+def mavenSpark(v: String, scalaBinary: String): Seq[ModuleID] = Seq(
+  "org.apache.spark" %% "spark-sql" % v % Provided,
+  "org.scalatest" %% "scalatest" % "3.2.19" % Test,
+  ("org.apache.spark" %% "spark-core" % v % Test classifier "tests").intransitive(),
+  ("org.apache.spark" %% "spark-catalyst" % v % Test classifier "tests").intransitive(),
+  ("org.apache.spark" %% "spark-sql" % v % Test classifier "tests").intransitive()
+) ++ (if (scalaBinary == "2.12") {
+  // Spark 3.5 ships scala-collection-compat (scala.jdk.CollectionConverters on 2.12).
+  Seq("org.scala-lang.modules" %% "scala-collection-compat" % "2.7.0" % Provided)
+} else Nil)
+
+/** A Maven line: its own project in jvm/lines/<line> (only its target lives there). */
+def mavenLine(id: String): Project = {
+  val l = lines(id)
+  Project(s"spark${id.replace(".", "")}", file(s"jvm/lines/$id"))
+    .settings(lineSettings(l))
+    .settings(
+      name := s"spillstore-spark$id",
+      libraryDependencies ++= mavenSpark(l.spark.get, l.scalaBinary),
+      Test / unmanagedSourceDirectories := {
+        val test = (ThisBuild / baseDirectory).value / "jvm" / "src" / "test"
+        l.testDirs.map(test / _)
+      }
+    )
+}
+
+lazy val spark35 = mavenLine("3.5")
+lazy val spark40 = mavenLine("4.0")
+lazy val spark41 = mavenLine("4.1")
+lazy val spark42 = mavenLine("4.2")
+
+// The default line (4.3): the pyspark 4.3.0 wheel's jars; the JVM unit suites run here.
 lazy val spillstore = (project in file("jvm"))
+  .settings(lineSettings(lines("4.3")))
   .settings(
     name := "spillstore",
-    organization := "io.spillstore",
-    version := "0.1.0",
-    scalaVersion := "2.13.18",
-    scalacOptions ++= Seq("-deprecation", "-feature", "-unchecked", "-Xlint:-unused,_", "-release", "17"),
-    javacOptions ++= Seq("--release", "17"),
     Compile / unmanagedJars := {
       val dir = pysparkJarsDir((ThisBuild / baseDirectory).value)
       (dir ** "*.jar").classpath
+    },
+    // The version-free unit suites (jvm/src/test/scala) run on this line only; the
+    // conformance suite's shared source and this line's exclusions come from the test dirs.
+    Test / unmanagedSourceDirectories ++= {
+      val test = (ThisBuild / baseDirectory).value / "jvm" / "src" / "test"
+      lines("4.3").testDirs.map(test / _)
     },
     libraryDependencies ++= Seq(
       "org.scalatest" %% "scalatest" % "3.2.19" % Test,
@@ -46,23 +138,9 @@ lazy val spillstore = (project in file("jvm"))
       ("org.apache.spark" %% "spark-core" % sparkTestJarsVersion % Test classifier "tests").intransitive(),
       ("org.apache.spark" %% "spark-catalyst" % sparkTestJarsVersion % Test classifier "tests").intransitive(),
       ("org.apache.spark" %% "spark-sql" % sparkTestJarsVersion % Test classifier "tests").intransitive()
-    ),
-    Compile / packageBin / artifactPath := (ThisBuild / baseDirectory).value / "target" / "spillstore.jar",
-    Test / fork := true,
-    Test / run / fork := true,
-    Test / parallelExecution := false,
-    Test / javaOptions ++= sparkJavaOpens ++ Seq("-Xmx3g",
-      "-Dspark.ui.enabled=false", "-Dspark.unsafe.exceptionOnMemoryLeak=true"),
-    // Test JVMs (and the child JVMs tests start and SIGKILL, which cannot clean up: native
-    // libraries unpacked by RocksDB and LZ4, cold tiers) keep temp files out of /tmp.
-    Test / javaOptions += {
-      val dir = (ThisBuild / baseDirectory).value / "jvm" / "target" / "test-tmp"
-      IO.createDirectory(dir)
-      s"-Djava.io.tmpdir=$dir"
-    },
-    Test / testOptions += Tests.Argument(TestFrameworks.ScalaTest, "-oDF")
+    )
   )
 
 lazy val root = (project in file("."))
-  .aggregate(spillstore)
+  .aggregate(spillstore, spark35, spark40, spark41, spark42)
   .settings(publish / skip := true)

@@ -29,9 +29,16 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import pyspark
+import pytest
 import spillstore
 
 SPILLSTORE = spillstore.PROVIDER_CLASS
+# The Spark line the tests run on (each line's venv: Makefile, test-line-<line>).
+SPARK_LINE = tuple(int(p) for p in pyspark.__version__.split(".")[:2])
+# The state data source (format "statestore") arrived in Spark 4.0.
+needs_state_reader = pytest.mark.skipif(
+    SPARK_LINE < (4, 0), reason="the state data source (format statestore) arrived in Spark 4.0")
 DEFAULT = "org.apache.spark.sql.execution.streaming.state.HDFSBackedStateStoreProvider"
 PROVIDER_CONF = spillstore.PROVIDER_CLASS_CONF
 QUERY_TIMEOUT_S = 180

@@ -9,10 +9,14 @@ import subprocess
 import sys
 from pathlib import Path
 
+import harness
+
 PROVIDERS = ("spillstore", "hdfs", "rocksdb")
 KEYS = 2000
 
 
+# The benchmark reads the final state back through the state data source.
+@harness.needs_state_reader
 def test_bench_runs_every_provider_and_writes_json_and_plot(tmp_path: Path) -> None:
     raw, chart = tmp_path / "runs.json", tmp_path / "bench.png"
     # 1 warm-up + 2 measured batches of 1000 rows: value % 2000 fills all 2000 keys.

@@ -41,7 +41,7 @@ def test_option_only_with_spillstore(capsys: pytest.CaptureFixture[str]) -> None
 def test_demo_without_jar_says_make_jar(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    monkeypatch.setattr(_config, "_JAR_FILE", tmp_path / "missing.jar")
+    monkeypatch.setattr(_config, "_JAR_DIR", tmp_path / "missing")
     assert main(["demo"]) == 1
     assert "make jar" in capsys.readouterr().err
 
@@ -82,3 +82,26 @@ def test_demo_keys_are_skewed(spark: Any) -> None:
     top = [r["count"] for r in counts]
     assert top[0] > 100_000 * 0.05, "the hottest key gets over 5% of the rows"
     assert sum(top[:10]) > 100_000 * 0.25 and top[-1] < 100_000 / keys, "hot head, cold tail"
+
+
+def test_jar_prints_the_installed_lines_jar(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import pyspark
+    from spillstore import _lines
+
+    jar = tmp_path / _lines.line_of(pyspark.__version__).jar
+    jar.write_bytes(b"PK\x05\x06" + b"\x00" * 18)
+    monkeypatch.setattr(_config, "_JAR_DIR", tmp_path)
+    assert main(["jar"]) == 0
+    assert capsys.readouterr().out.strip() == str(jar)
+
+
+def test_jar_on_an_unsupported_pyspark_names_the_lines(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import pyspark
+
+    monkeypatch.setattr(pyspark, "__version__", "3.4.1")
+    assert main(["jar"]) == 1
+    assert "Spark lines 3.5, 4.0, 4.1, 4.2 and 4.3" in capsys.readouterr().err

@@ -137,6 +137,7 @@ def _count_sum_model(batches: list[list[tuple[int, ...]]]
     return out, state
 
 
+@harness.needs_state_reader
 def test_many_partitions_small_budget_exact_state(tmp_path: Path) -> None:
     """16 shuffle partitions on local[4] with memoryBudget=4m over 20 batches: every batch's
     output and the final state read through the state data source equal the model."""

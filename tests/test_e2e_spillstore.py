@@ -94,6 +94,7 @@ def _state_rows(spark: Any, run: Run, **options: Any) -> list[str]:
     return sorted(harness.canonical(r) for r in reader.load(str(run.checkpoint)).collect())
 
 
+@harness.needs_state_reader
 @pytest.mark.parametrize("query, options", [
     ("agg_update_window", {}),
     ("dedup", {}),

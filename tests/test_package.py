@@ -11,7 +11,7 @@ import pytest
 import spillstore
 from pyspark import SparkConf
 from pyspark.sql import SparkSession
-from spillstore import _config
+from spillstore import SPARK_LINES, _config, _lines
 from spillstore.metrics import cache_hit_ratio, state_metrics
 
 PREFIX = "spark.sql.streaming.stateStore.spillstore."
@@ -21,12 +21,14 @@ LISTENERS = "spark.sql.streaming.streamingQueryListeners"
 
 @pytest.fixture
 def jar(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> str:
-    """A stand-in for the bundled jar, so these tests do not depend on `make jar`."""
-    path = tmp_path / "jars" / "spillstore.jar"
-    path.parent.mkdir()
-    path.write_bytes(b"PK\x05\x06" + b"\x00" * 18)  # an empty zip
-    monkeypatch.setattr(_config, "_JAR_FILE", path)
-    return str(path)
+    """Stand-ins for the bundled jars (one per Spark line), so these tests do not depend on
+    `make jar`; returns the one for the installed pyspark."""
+    jars = tmp_path / "jars"
+    jars.mkdir()
+    for line in SPARK_LINES.values():
+        (jars / line.jar).write_bytes(b"PK\x05\x06" + b"\x00" * 18)  # an empty zip
+    monkeypatch.setattr(_config, "_JAR_DIR", jars)
+    return str(jars / _lines.line_of(pyspark.__version__).jar)
 
 
 def _builder_conf(builder: Any) -> dict[str, str]:
@@ -155,7 +157,7 @@ def test_configure_rejects_other_objects(jar: str) -> None:
         spillstore.configure({"spark.jars": ""})
 
 
-@pytest.mark.parametrize("installed", ["4.2.1", "3.5.3", "4.30.0", "5.0.0", "4.4.0.dev1"])
+@pytest.mark.parametrize("installed", ["3.4.4", "2.4.8", "4.30.0", "5.0.0", "4.4.0.dev1", "4"])
 def test_unsupported_spark_version(jar: str, monkeypatch: pytest.MonkeyPatch,
                                    installed: str) -> None:
     monkeypatch.setattr(pyspark, "__version__", installed)
@@ -163,15 +165,23 @@ def test_unsupported_spark_version(jar: str, monkeypatch: pytest.MonkeyPatch,
     with pytest.raises(spillstore.UnsupportedSparkVersionError) as error:
         spillstore.configure(builder)
     assert f"installed pyspark is {installed}" in str(error.value)
-    assert "requires pyspark 4.3.x" in str(error.value)
+    assert "supports pyspark >=3.5.0,<4.4" in str(error.value)
+    assert "Spark lines 3.5, 4.0, 4.1, 4.2 and 4.3" in str(error.value)
     assert builder._options == {}, "nothing may be set when the version is wrong"
 
 
-@pytest.mark.parametrize("installed", ["4.3.0", "4.3.2", "4.3.1.dev0"])
+@pytest.mark.parametrize("installed,jar_name", [
+    ("4.3.0", "spillstore-spark4.3_2.13.jar"), ("4.3.2", "spillstore-spark4.3_2.13.jar"),
+    ("4.3.1.dev0", "spillstore-spark4.3_2.13.jar"), ("4.2.1", "spillstore-spark4.2_2.13.jar"),
+    ("4.1.4", "spillstore-spark4.1_2.13.jar"), ("4.0.0", "spillstore-spark4.0_2.13.jar"),
+    ("3.5.0", "spillstore-spark3.5_2.12.jar"), ("3.5.9", "spillstore-spark3.5_2.12.jar"),
+])
 def test_supported_spark_version(jar: str, monkeypatch: pytest.MonkeyPatch,
-                                 installed: str) -> None:
+                                 installed: str, jar_name: str) -> None:
     monkeypatch.setattr(pyspark, "__version__", installed)
-    spillstore.configure(SparkSession.Builder())
+    builder = spillstore.configure(SparkSession.Builder())
+    assert Path(builder._options["spark.jars"]).name == jar_name
+    assert Path(spillstore.jar_path()).name == jar_name
 
 
 def test_jar_path(jar: str) -> None:
@@ -179,7 +189,7 @@ def test_jar_path(jar: str) -> None:
 
 
 def test_missing_jar(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(_config, "_JAR_FILE", tmp_path / "jars" / "spillstore.jar")
+    monkeypatch.setattr(_config, "_JAR_DIR", tmp_path / "jars")
     with pytest.raises(FileNotFoundError, match="make jar") as error:
         spillstore.jar_path()
     assert "reinstall" in str(error.value)

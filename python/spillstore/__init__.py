@@ -30,6 +30,7 @@ from ._config import (
     jar_path,
     option_key,
 )
+from ._lines import SPARK_LINES, SparkLine
 from .metrics import (
     METRICS,
     OperatorMetrics,
@@ -52,6 +53,8 @@ __all__ = [
     "PROVIDER_CLASS_CONF",
     "ProgressLogger",
     "REQUIRED_SPARK_VERSION",
+    "SPARK_LINES",
+    "SparkLine",
     "UI_CUSTOM_METRICS",
     "UI_CUSTOM_METRICS_CONF",
     "UnsupportedSparkVersionError",

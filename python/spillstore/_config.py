@@ -8,6 +8,8 @@ import warnings
 from pathlib import Path
 from typing import Any, TypeVar
 
+from ._lines import SUPPORTED_PYSPARK, SparkLine, line_of, supported_lines_text
+
 __all__ = [
     "CONF_PREFIX",
     "PLUGIN_CLASS",
@@ -46,8 +48,9 @@ CONF_PREFIX = "spark.sql.streaming.stateStore.spillstore."
 """Prefix of every spillstore option. Spark forwards to a provider only the SQL confs under
 ``spark.sql.streaming.stateStore.``, hence the nesting."""
 
-REQUIRED_SPARK_VERSION = "4.3"
-"""The Spark line the bundled jar is compiled against (``4.3.x``)."""
+REQUIRED_SPARK_VERSION = SUPPORTED_PYSPARK
+"""The pyspark versions spillstore supports (``>=3.5.0,<4.4``): Spark lines 3.5, 4.0, 4.1, 4.2
+and 4.3, each served by its own bundled jar (see ``SPARK_LINES``)."""
 
 UI_CUSTOM_METRICS_CONF = "spark.sql.streaming.ui.enabledCustomMetricList"
 """Spark's static conf listing the state store custom metrics the Structured Streaming tab
@@ -66,8 +69,8 @@ UI_CUSTOM_METRICS = (
 sums each metric over the stores, so the hit ratio (a per-store percentage) is left out."""
 
 _JARS_CONF = "spark.jars"
-# Where `make jar` (and a wheel build) puts the provider jar.
-_JAR_FILE = Path(__file__).resolve().parent / "jars" / "spillstore.jar"
+# Where `make jars` (and a wheel build) puts the provider jars, one per Spark line.
+_JAR_DIR = Path(__file__).resolve().parent / "jars"
 
 _OPTION_NAME = re.compile(r"[A-Za-z][A-Za-z0-9_]*")
 
@@ -75,24 +78,27 @@ T = TypeVar("T")
 
 
 class UnsupportedSparkVersionError(RuntimeError):
-    """The installed pyspark is not the Spark line the bundled provider jar is built for."""
+    """The installed pyspark is not one of the Spark lines spillstore has a jar for."""
 
 
 def jar_path() -> str:
-    """Return the absolute path of the provider jar bundled in this package.
+    """Return the absolute path of the bundled provider jar for the installed pyspark's line
+    (e.g. ``spillstore-spark3.5_2.12.jar`` next to pyspark 3.5.x).
 
     Raises:
+        UnsupportedSparkVersionError: the installed pyspark is outside ``>=3.5.0,<4.4``.
         FileNotFoundError: the jar is not there, e.g. in a source checkout where it has not
-            been built yet. Run ``make jar`` in the spillstore repository (it builds the jar
-            and copies it into ``python/spillstore/jars/``), or reinstall the package.
+            been built yet. Run ``make jar`` in the spillstore repository (it builds the jars
+            and copies them into ``python/spillstore/jars/``), or reinstall the package.
     """
-    if not _JAR_FILE.is_file():
+    jar = _JAR_DIR / _spark_line().jar
+    if not jar.is_file():
         raise FileNotFoundError(
-            f"spillstore's provider jar is missing: {_JAR_FILE} does not exist. "
-            "In a source checkout run `make jar` (it builds target/spillstore.jar and copies "
-            "it into python/spillstore/jars/); otherwise reinstall the spillstore package."
+            f"spillstore's provider jar is missing: {jar} does not exist. "
+            "In a source checkout run `make jar` (it builds the jars in target/ and copies "
+            "them into python/spillstore/jars/); otherwise reinstall the spillstore package."
         )
-    return str(_JAR_FILE)
+    return str(jar)
 
 
 def option_key(name: str) -> str:
@@ -123,18 +129,25 @@ def _render(name: str, value: Any) -> str:
     )
 
 
-def _check_spark_version() -> None:
+def _spark_line() -> SparkLine:
     import pyspark
 
     installed = getattr(pyspark, "__version__", "unknown")
-    if not re.match(re.escape(REQUIRED_SPARK_VERSION) + r"(\.|$)", installed):
+    line = line_of(installed)
+    if line is None:
         from . import __version__
 
         raise UnsupportedSparkVersionError(
-            f"spillstore {__version__} requires pyspark {REQUIRED_SPARK_VERSION}.x (its provider "
-            f"jar is compiled against the Spark {REQUIRED_SPARK_VERSION} state store API), but "
-            f"the installed pyspark is {installed}. Install pyspark=={REQUIRED_SPARK_VERSION}.0."
+            f"spillstore {__version__} supports pyspark {SUPPORTED_PYSPARK} (Spark lines "
+            f"{supported_lines_text()}, one provider jar each, compiled against that line's "
+            f"state store API), but the installed pyspark is {installed}. Install a pyspark of "
+            "one of those lines, e.g. pyspark==4.3.0 or pyspark==3.5.*."
         )
+    return line
+
+
+def _check_spark_version() -> None:
+    _spark_line()
 
 
 def _same_jar(entry: str, jar: str) -> bool:
@@ -211,7 +224,7 @@ def configure(builder_or_conf: T, /, **options: bool | int | float | str) -> T:
         The same builder or conf, so calls can be chained.
 
     Raises:
-        UnsupportedSparkVersionError: the installed pyspark is not 4.3.x.
+        UnsupportedSparkVersionError: the installed pyspark is not 3.5.x, 4.0.x, ..., 4.3.x.
         FileNotFoundError: the bundled jar is missing (see :func:`jar_path`).
         TypeError: ``builder_or_conf`` is neither a builder nor a conf, or an option value
             has an unsupported type.

@@ -1,5 +1,6 @@
-"""Command line: ``python -m spillstore demo``, ``python -m spillstore bench``
-(:mod:`spillstore.bench`) and ``python -m spillstore checkpoint`` (:mod:`spillstore.checkpoint`).
+"""Command line: ``python -m spillstore demo``, ``python -m spillstore jar`` (the provider jar
+for the installed pyspark), ``python -m spillstore bench`` (:mod:`spillstore.bench`) and
+``python -m spillstore checkpoint`` (:mod:`spillstore.checkpoint`).
 
 The demo starts a local Spark session configured through :func:`spillstore.configure`, runs a
 streaming count + sum per key over a skewed generated stream for a fixed number of
@@ -21,6 +22,7 @@ from ._config import (
     PROVIDER_CLASS_CONF,
     UnsupportedSparkVersionError,
     configure,
+    jar_path,
 )
 from .metrics import _size, cache_hit_ratio, state_metrics
 
@@ -219,6 +221,15 @@ def _positive_int(text: str) -> int:
     return value
 
 
+def _jar(args: argparse.Namespace) -> int:
+    try:
+        print(jar_path())
+    except (FileNotFoundError, UnsupportedSparkVersionError) as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 1
+    return 0
+
+
 def _positive_float(text: str) -> float:
     value = float(text)
     if value <= 0:
@@ -278,6 +289,13 @@ def _parser() -> argparse.ArgumentParser:
     )
     inspect.add_argument("location", help="the query's checkpoint location (a local path)")
     inspect.set_defaults(run=_checkpoint)
+    jar = commands.add_parser(
+        "jar",
+        help="print the path of the provider jar for the installed pyspark (for spark-submit)",
+        description="Prints the bundled provider jar that matches the installed pyspark's "
+        "Spark line, e.g. for spark-submit --jars \"$(python -m spillstore jar)\".",
+    )
+    jar.set_defaults(run=_jar)
     from .bench import add_parser as add_bench  # bench imports this module's helpers
 
     add_bench(commands)

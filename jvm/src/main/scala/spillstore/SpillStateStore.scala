@@ -2,7 +2,6 @@ package spillstore
 
 import org.apache.spark.sql.catalyst.expressions.UnsafeRow
 import org.apache.spark.sql.execution.streaming.state._
-import org.apache.spark.sql.types.StructType
 import org.apache.spark.unsafe.Platform
 
 import spillstore.metrics.SpillStoreMetrics
@@ -20,7 +19,7 @@ final class SpillStateStore private[spillstore] (
     private[spillstore] val lease: Lease,
     override val version: Long,
     writable: Boolean,
-    forceSnapshotOnCommit: Boolean) extends StateStore {
+    forceSnapshotOnCommit: Boolean) extends SparkLineStore {
   import SpillStateStore._
 
   private[spillstore] val live = lease.state
@@ -34,16 +33,16 @@ final class SpillStateStore private[spillstore] (
 
   override def id: StateStoreId = provider.stateStoreId
 
-  override def get(key: UnsafeRow, colFamilyName: String): UnsafeRow = {
-    checkColumnFamily(colFamilyName)
+  // Spark's reads and writes, once the line's adapter ([[SparkLineStore]]) has checked the
+  // column family (4.x) and wrapped iterators into its iterator type.
+  private[spillstore] def getValue(key: UnsafeRow): UnsafeRow = {
     use()
     val v = live.get(key)
     if (v == null) null else valueRow(v)
   }
 
-  override def put(key: UnsafeRow, value: UnsafeRow, colFamilyName: String): Unit = {
+  private[spillstore] def putValue(key: UnsafeRow, value: UnsafeRow): Unit = {
     require(value != null, "Cannot put a null value")
-    checkColumnFamily(colFamilyName)
     checkWritable()
     val bytes = new Array[Byte](value.getSizeInBytes)
     value.writeToMemory(bytes, Platform.BYTE_ARRAY_OFFSET)
@@ -51,23 +50,28 @@ final class SpillStateStore private[spillstore] (
     live.put(key, bytes)
   }
 
-  override def remove(key: UnsafeRow, colFamilyName: String): Unit = {
-    checkColumnFamily(colFamilyName)
+  private[spillstore] def removeKey(key: UnsafeRow): Unit = {
     checkWritable()
     use()
     live.remove(key)
   }
 
-  override def iterator(colFamilyName: String): StateStoreIterator[UnsafeRowPair] = {
-    checkColumnFamily(colFamilyName)
+  /**
+   * All pairs, and what closes the iteration (so that eviction can go on before the end).
+   * Spark 3.5 and 4.0 iterate a write store after its commit (complete output mode): then the
+   * pairs are the committed version's, through a read view of it.
+   */
+  private[spillstore] def allPairs(): (Iterator[UnsafeRowPair], () => Unit) = {
+    if (state == Committed) {
+      return provider.open(newVersion, writable = false, forceSnapshotOnCommit = false,
+        upgrading = null).allPairs()
+    }
     use()
     val entries = guarded(live.iterator())
-    pairs(entries, () => entries.close())
+    (pairs(entries), () => entries.close())
   }
 
-  override def prefixScan(
-      prefixKey: UnsafeRow, colFamilyName: String): StateStoreIterator[UnsafeRowPair] = {
-    checkColumnFamily(colFamilyName)
+  private[spillstore] def prefixPairs(prefixKey: UnsafeRow): Iterator[UnsafeRowPair] = {
     if (!provider.supportsPrefixScan) throw new UnsupportedOperationException(
       s"prefixScan needs a store created with PrefixKeyScanStateEncoderSpec; $this was not")
     use()
@@ -93,15 +97,9 @@ final class SpillStateStore private[spillstore] (
       override def close(): Unit = if (live.holds(lease)) it.close()
     }
 
-  override def multiGet(keys: Array[UnsafeRow], colFamilyName: String): Iterator[UnsafeRow] =
-    keys.iterator.map(get(_, colFamilyName))
-
   override def commit(): Long = provider.commit(this)
 
   override def abort(): Unit = provider.abort(this)
-
-  /** Ends this view; a write view released unfinished is aborted. */
-  override def release(): Unit = abort()
 
   override def hasCommitted: Boolean = state == Committed
 
@@ -130,35 +128,9 @@ final class SpillStateStore private[spillstore] (
     StateStoreMetrics(now.numKeys, now.heapBytes, custom)
   }
 
-  override def getStateStoreCheckpointInfo(): StateStoreCheckpointInfo =
-    StateStoreCheckpointInfo(id.partitionId, if (newVersion >= 0) newVersion else version,
-      None, None)
-
-  override def allColumnFamilyNames: Set[String] = Set(StateStore.DEFAULT_COL_FAMILY_NAME)
-
   override def toString: String =
     s"SpillStateStore[operatorId=${id.operatorId}, partitionId=${id.partitionId}, " +
       s"storeName=${id.storeName}, version=$version, dir=${provider.checkpointPath}]"
-
-  // Capabilities spillstore does not have yet (column families, multiple values per key).
-  override def removeColFamilyIfExists(colFamilyName: String): Boolean =
-    unsupported("column families")
-  override def createColFamilyIfAbsent(colFamilyName: String, keySchema: StructType,
-      valueSchema: StructType, keyStateEncoderSpec: KeyStateEncoderSpec,
-      useMultipleValuesPerKey: Boolean, isInternal: Boolean): Unit = unsupported("column families")
-  override def putList(key: UnsafeRow, values: Array[UnsafeRow], colFamilyName: String): Unit =
-    unsupported("multiple values per key")
-  override def merge(key: UnsafeRow, value: UnsafeRow, colFamilyName: String): Unit =
-    unsupported("multiple values per key")
-  override def mergeList(key: UnsafeRow, values: Array[UnsafeRow], colFamilyName: String): Unit =
-    unsupported("multiple values per key")
-  override def valuesIterator(key: UnsafeRow, colFamilyName: String): Iterator[UnsafeRow] =
-    unsupported("multiple values per key")
-  override def prefixScanWithMultiValues(prefixKey: UnsafeRow,
-      colFamilyName: String): StateStoreIterator[UnsafeRowPair] =
-    unsupported("multiple values per key")
-  override def iteratorWithMultiValues(colFamilyName: String): StateStoreIterator[UnsafeRowPair] =
-    unsupported("multiple values per key")
 
   private[spillstore] def isWritable: Boolean = writable
   private[spillstore] def snapshotOnCommit: Boolean = forceSnapshotOnCommit
@@ -175,15 +147,17 @@ final class SpillStateStore private[spillstore] (
     row
   }
 
-  private def pairs(entries: Iterator[(Array[Byte], Array[Byte])],
-      onClose: () => Unit = () => ()): StateStoreIterator[UnsafeRowPair] = {
+  private def pairs(entries: Iterator[(Array[Byte], Array[Byte])]): Iterator[UnsafeRowPair] = {
     val pair = new UnsafeRowPair()
-    new StateStoreIterator(entries.map { case (k, v) =>
+    entries.map { case (k, v) =>
       val key = new UnsafeRow(keyFields)
       key.pointTo(k, k.length)
       pair.withRows(key, valueRow(v))
-    }, onClose)
+    }
   }
+
+  /** The committed version, or this view's when it has not committed. */
+  private[spillstore] def checkpointVersion: Long = if (newVersion >= 0) newVersion else version
 
   /** At the start of every call: the lease still owns the live state, and this view is open. */
   private def use(): Unit = {
@@ -202,14 +176,11 @@ final class SpillStateStore private[spillstore] (
     throw new UnsupportedOperationException(s"$this is read-only; upgrade it to write")
   }
 
-  private def checkColumnFamily(name: String): Unit =
-    if (name != StateStore.DEFAULT_COL_FAMILY_NAME) unsupported(s"column family '$name'")
-
   private def invalidated() = new IllegalStateException(
     s"$this was replaced by a newer store of the same provider (a retried or speculative " +
       "attempt); this attempt's changes are discarded")
 
-  private def unsupported(what: String): Nothing = throw new UnsupportedOperationException(
+  private[spillstore] def unsupported(what: String): Nothing = throw new UnsupportedOperationException(
     s"spillstore does not support $what yet ($this); a query whose operator needs it must use " +
       "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider")
 }

@@ -4,7 +4,7 @@ import java.io.File
 
 import scala.util.control.NonFatal
 
-import org.apache.spark.sql.execution.streaming.state.{SpillStoreSparkBridge, StateStoreConf}
+import org.apache.spark.sql.execution.streaming.state.{SpillStoreSparkBridge, SpillStoreSparkLine, StateStoreConf}
 
 import spillstore.memory.MemoryConf
 
@@ -82,7 +82,7 @@ object SpillStoreConf {
       memory = MemoryConf.fromOptions(opts),
       minDeltasForSnapshot = storeConf.minDeltasForSnapshot,
       minVersionsToRetain = storeConf.minVersionsToRetain,
-      reportCommits = storeConf.commitValidationEnabled,
-      reportSnapshotUploads = storeConf.reportSnapshotUploadLag)
+      reportCommits = SpillStoreSparkLine.commitValidationEnabled(storeConf),
+      reportSnapshotUploads = SpillStoreSparkLine.reportSnapshotUploadLag(storeConf))
   }
 }

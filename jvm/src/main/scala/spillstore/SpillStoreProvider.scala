@@ -45,7 +45,7 @@ import spillstore.tiered.{Lease, TieredState}
  * `state`, `loadedVersion` and `writer` change only under the provider's monitor, which opens,
  * commits, aborts, task ends and unloads take; store calls never take it.
  */
-class SpillStoreProvider extends StateStoreProvider with Logging {
+class SpillStoreProvider extends SparkLineProvider with Logging {
   // The driver instantiates providers only to ask for supportedCustomMetrics: keep it cheap.
   private var storeId: StateStoreId = _
   private[spillstore] var keySchema: StructType = _
@@ -67,29 +67,24 @@ class SpillStoreProvider extends StateStoreProvider with Logging {
   /** The write store of the current lease with its batch open, if any. */
   private var writer: SpillStateStore = _
 
-  override def init(
+  /** What init rejects: a capability spillstore does not have yet. */
+  private[spillstore] def reject(stateStoreId: StateStoreId, what: String): Nothing =
+    throw new UnsupportedOperationException(
+      s"spillstore does not support $what yet (store $stateStoreId). Use Spark's " +
+        "RocksDBStateStoreProvider for this query, or an operator that does not need it.")
+
+  /**
+   * Spark's `init`, once the line's adapter ([[SparkLineProvider]]) has turned its arguments
+   * into these: `prefixKeyColumns` is the number of key columns prefix scans use, if any.
+   */
+  private[spillstore] def initStore(
       stateStoreId: StateStoreId,
       keySchema: StructType,
       valueSchema: StructType,
-      keyStateEncoderSpec: KeyStateEncoderSpec,
-      useColumnFamilies: Boolean,
+      prefixKeyColumns: Option[Int],
       storeConfs: StateStoreConf,
-      hadoopConf: Configuration,
-      useMultipleValuesPerKey: Boolean,
-      stateSchemaProvider: Option[StateSchemaProvider]): Unit = {
-    def reject(what: String): Nothing = throw new UnsupportedOperationException(
-      s"spillstore does not support $what yet (store $stateStoreId). Use Spark's " +
-        "RocksDBStateStoreProvider for this query, or an operator that does not need it.")
-    if (useColumnFamilies) reject("column families (transformWithState)")
-    if (useMultipleValuesPerKey) reject("multiple values per key")
-    if (storeConfs.enableStateStoreCheckpointIds) {
-      reject("spark.sql.streaming.stateStore.checkpointFormatVersion=2; set it to 1")
-    }
-    val index = keyStateEncoderSpec match {
-      case _: NoPrefixKeyStateEncoderSpec => None
-      case p: PrefixKeyScanStateEncoderSpec => Some(new PrefixIndex(keySchema, p.numColsPrefixKey))
-      case other => reject(s"key encoder $other (range scans)")
-    }
+      hadoopConf: Configuration): Unit = {
+    val index = prefixKeyColumns.map(new PrefixIndex(keySchema, _))
     this.prefixScans = index.isDefined
     this.storeId = stateStoreId
     this.keySchema = keySchema
@@ -139,26 +134,9 @@ class SpillStoreProvider extends StateStoreProvider with Logging {
   /** How cold tiers are opened; tests substitute one whose writes fail. */
   private[spillstore] var coldTiers: (java.io.File, String) => ColdTier = ColdTier.create
 
-  override def getStore(
-      version: Long,
-      stateStoreCkptId: Option[String],
-      forceSnapshotOnCommit: Boolean,
-      loadEmpty: Boolean): StateStore = {
-    if (loadEmpty) {
-      throw new UnsupportedOperationException(
-        s"spillstore does not support loading an empty store (loadEmpty) for $storeId yet")
-    }
-    open(version, writable = true, forceSnapshotOnCommit, upgrading = null)
-  }
-
-  override def getReadStore(version: Long, uniqueId: Option[String]): ReadStateStore =
-    open(version, writable = false, forceSnapshotOnCommit = false, upgrading = null)
-
-  override def upgradeReadStoreToWriteStore(
-      readStore: ReadStateStore,
-      version: Long,
-      uniqueId: Option[String],
-      forceSnapshotOnCommit: Boolean): StateStore = readStore match {
+  /** `upgradeReadStoreToWriteStore` (4.1+): the read store's lease goes on writing. */
+  private[spillstore] def upgrade(readStore: ReadStateStore, version: Long,
+      forceSnapshotOnCommit: Boolean): SpillStateStore = readStore match {
     case r: SpillStateStore if r.provider eq this =>
       open(version, writable = true, forceSnapshotOnCommit, upgrading = r)
     case other => throw new IllegalArgumentException(
@@ -169,7 +147,7 @@ class SpillStoreProvider extends StateStoreProvider with Logging {
    * Opens a store on the live state at `version` under a lease (see the class doc): the lease
    * of `upgrading`, the current lease when it is this task's, or a new one.
    */
-  private def open(version: Long, writable: Boolean, forceSnapshotOnCommit: Boolean,
+  private[spillstore] def open(version: Long, writable: Boolean, forceSnapshotOnCommit: Boolean,
       upgrading: SpillStateStore): SpillStateStore = {
     if (version < 0) throw SpillStoreSparkBridge.unexpectedVersion(version)
     val task = Option(TaskContext.get())
@@ -308,7 +286,7 @@ class SpillStoreProvider extends StateStoreProvider with Logging {
         state.takeBatchCounters(), liveFigures(state))
     }
     store.committed(newVersion, stats)
-    if (conf.reportCommits) SpillStoreSparkBridge.reportCommit(storeId, hadoopConf, newVersion)
+    if (conf.reportCommits) SpillStoreSparkLine.reportCommit(storeId, hadoopConf, newVersion)
     // Spark asks for this when the coordinator sees this store's snapshots lagging. The version
     // is durable already, so a failed snapshot must not fail the commit. It works on files
     // only, outside the live state's lock.
@@ -352,13 +330,14 @@ class SpillStoreProvider extends StateStoreProvider with Logging {
       live.coldKeyCount, live.coldBytes)
 
   override def doMaintenance(): Unit = {
-    doSnapshotMaintenance()
-    doCleanupMaintenance()
+    snapshotMaintenance()
+    cleanupMaintenance()
   }
 
-  override def doSnapshotMaintenance(): Unit = snapshot(None)
+  /** Spark 4.3 calls this and the next from two pools; older lines through doMaintenance. */
+  private[spillstore] def snapshotMaintenance(): Unit = snapshot(None)
 
-  override def doCleanupMaintenance(): Unit = withFileMaintenance {
+  private[spillstore] def cleanupMaintenance(): Unit = withFileMaintenance {
     cleaner.cleanup(conf.minVersionsToRetain)
   }
 
@@ -369,7 +348,7 @@ class SpillStoreProvider extends StateStoreProvider with Logging {
       case None => snapshotter.snapshotIfDue(conf.minDeltasForSnapshot)
     }
     if (conf.reportSnapshotUploads) {
-      done.foreach(SpillStoreSparkBridge.reportSnapshotUploaded(storeId, hadoopConf, _))
+      done.foreach(SpillStoreSparkLine.reportSnapshotUploaded(storeId, hadoopConf, _))
     }
   }
 

@@ -9,7 +9,7 @@ import org.apache.hadoop.conf.Configuration
 import org.apache.hadoop.fs.{FileStatus, Path}
 
 import org.apache.spark.internal.Logging
-import org.apache.spark.sql.execution.streaming.checkpointing.CheckpointFileManager
+import org.apache.spark.sql.execution.streaming.state.SpillStoreSparkLine.CheckpointFileManager
 import org.apache.spark.sql.execution.streaming.state.SpillStoreSparkBridge
 
 import spillstore.checkpoint.StateFile.Kind
@@ -150,8 +150,8 @@ object CheckpointDir {
   final case class Written(bytes: Long, records: Long)
 
   final case class Listing(journals: Set[Long], snapshots: Set[Long]) {
-    def latestVersion: Long = (journals ++ snapshots).maxOption.getOrElse(0L)
-    def latestSnapshotAtOrBelow(v: Long): Long = snapshots.filter(_ <= v).maxOption.getOrElse(0L)
+    def latestVersion: Long = (journals ++ snapshots).reduceOption(_ max _).getOrElse(0L)
+    def latestSnapshotAtOrBelow(v: Long): Long = snapshots.filter(_ <= v).reduceOption(_ max _).getOrElse(0L)
     /** The first version in (from, to] with no journal, if any. */
     def missingJournal(from: Long, to: Long): Option[Long] =
       (from + 1 to to).find(v => !journals.contains(v))

@@ -26,7 +26,7 @@ final class Snapshotter(dir: CheckpointDir, spillDir: () => File,
    */
   def snapshotIfDue(minDeltas: Int): Option[Long] = {
     val listing = dir.list()
-    val latest = listing.journals.maxOption.getOrElse(0L)
+    val latest = listing.journals.reduceOption(_ max _).getOrElse(0L)
     val base = listing.latestSnapshotAtOrBelow(latest)
     if (latest - base >= minDeltas) snapshot(latest, listing) else None
   }

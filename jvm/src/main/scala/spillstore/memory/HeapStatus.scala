@@ -45,18 +45,20 @@ trait HeapStatusSource {
 object JvmHeapStatus extends HeapStatusSource with Logging {
   def subscribe(onReading: HeapReading => Unit): AutoCloseable = {
     val tenured = tenuredPools(ManagementFactory.getMemoryPoolMXBeans.asScala.toSeq)
-    val listener: NotificationListener = (n: Notification, _: AnyRef) =>
-      if (n.getType == GarbageCollectionNotificationInfo.GARBAGE_COLLECTION_NOTIFICATION) {
-        // This is the JVM's notification thread: never let an exception reach it.
-        try {
-          val info = GarbageCollectionNotificationInfo.from(n.getUserData.asInstanceOf[CompositeData])
-          val gc = info.getGcInfo
-          readingAfterGc(info.getGcAction, gc.getMemoryUsageBeforeGc.asScala,
-            gc.getMemoryUsageAfterGc.asScala, tenured).foreach(onReading)
-        } catch {
-          case NonFatal(e) => logWarning(s"Heap pressure: could not handle ${n.getType}", e)
+    val listener: NotificationListener = new NotificationListener {
+      override def handleNotification(n: Notification, handback: AnyRef): Unit =
+        if (n.getType == GarbageCollectionNotificationInfo.GARBAGE_COLLECTION_NOTIFICATION) {
+          // This is the JVM's notification thread: never let an exception reach it.
+          try {
+            val info = GarbageCollectionNotificationInfo.from(n.getUserData.asInstanceOf[CompositeData])
+            val gc = info.getGcInfo
+            readingAfterGc(info.getGcAction, gc.getMemoryUsageBeforeGc.asScala,
+              gc.getMemoryUsageAfterGc.asScala, tenured).foreach(onReading)
+          } catch {
+            case NonFatal(e) => logWarning(s"Heap pressure: could not handle ${n.getType}", e)
+          }
         }
-      }
+    }
     val emitters = ManagementFactory.getGarbageCollectorMXBeans.asScala.collect {
       case e: NotificationEmitter => e
     }.toList

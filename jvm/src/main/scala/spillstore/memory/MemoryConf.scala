@@ -85,18 +85,21 @@ object MemoryConf {
   def fromOptions(opts: Map[String, String]): MemoryConf = {
     def parsed[T](key: String, expected: String)(parse: String => Option[T]): Option[T] =
       opts.get(key).map(_.trim).map(v => parse(v).getOrElse(throw invalid(key, v, expected)))
+    // (Scala 2.12, for Spark 3.5, has no toDoubleOption and the like.)
+    def number[T](parse: => T): Option[T] =
+      try Some(parse) catch { case _: IllegalArgumentException => None }
     val d = MemoryConf()
-    val high = parsed(HighKey, HighRange)(_.toDoubleOption).getOrElse(d.pressureHighThreshold)
+    val high = parsed(HighKey, HighRange)(v => number(v.toDouble)).getOrElse(d.pressureHighThreshold)
     MemoryConf(
       budgetBytes = parsed(BudgetKey, SizeRange) { v =>
         try Some(JavaUtils.byteStringAsBytes(v)) catch { case _: NumberFormatException => None }
       },
-      budgetFraction = parsed(FractionKey, FractionRange)(_.toDoubleOption).getOrElse(d.budgetFraction),
-      maxEntries = parsed(MaxEntriesKey, CountRange)(_.toLongOption).getOrElse(d.maxEntries),
-      pressureMonitor = parsed(MonitorKey, BooleanRange)(_.toLowerCase.toBooleanOption)
+      budgetFraction = parsed(FractionKey, FractionRange)(v => number(v.toDouble)).getOrElse(d.budgetFraction),
+      maxEntries = parsed(MaxEntriesKey, CountRange)(v => number(v.toLong)).getOrElse(d.maxEntries),
+      pressureMonitor = parsed(MonitorKey, BooleanRange)(v => number(v.toBoolean))
         .getOrElse(d.pressureMonitor),
       pressureHighThreshold = high,
-      pressureLowThreshold = parsed(LowKey, lowRange(high.toString))(_.toDoubleOption)
+      pressureLowThreshold = parsed(LowKey, lowRange(high.toString))(v => number(v.toDouble))
         .getOrElse(d.pressureLowThreshold))
   }
 

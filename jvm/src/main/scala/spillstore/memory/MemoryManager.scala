@@ -308,13 +308,13 @@ final class MemoryManager(
     if (needBytes == 0 && needEntries == 0) return Nil
 
     val size: Candidate => Long = if (needBytes > 0) _.evictable else _.entries
-    val maxIdle = math.max(1L, candidates.iterator.map(_.idleNanos).maxOption.getOrElse(1L))
-    val maxSize = math.max(1L, candidates.iterator.map(size).maxOption.getOrElse(1L))
+    val maxIdle = math.max(1L, candidates.iterator.map(_.idleNanos).reduceOption(_ max _).getOrElse(1L))
+    val maxSize = math.max(1L, candidates.iterator.map(size).reduceOption(_ max _).getOrElse(1L))
     candidates.foreach(c => c.score = c.idleNanos.toDouble / maxIdle + size(c).toDouble / maxSize)
-    candidates.sortInPlaceWith((x, y) => if (x.score != y.score) x.score > y.score else size(x) > size(y))
+    val ranked = candidates.sortWith((x, y) => if (x.score != y.score) x.score > y.score else size(x) > size(y))
 
     val claims = new ArrayBuffer[Claim]
-    val it = candidates.iterator
+    val it = ranked.iterator
     while ((needBytes > 0 || needEntries > 0) && it.hasNext) {
       val c = it.next()
       val shareBytes = math.min(needBytes, c.evictable)

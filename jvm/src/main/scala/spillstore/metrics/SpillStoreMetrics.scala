@@ -1,8 +1,8 @@
 package spillstore.metrics
 
 import org.apache.spark.SparkContext
-import org.apache.spark.sql.execution.metric.{SQLMetric, SQLMetrics, SpillStoreHitRatioMetric}
-import org.apache.spark.sql.execution.streaming.state.{StateStoreCustomMetric, StateStoreCustomSizeMetric, StateStoreCustomSumMetric, StateStoreCustomTimingMetric}
+import org.apache.spark.sql.execution.metric.{HitRatioPacking, SQLMetric, SQLMetrics, SpillStoreHitRatioMetric}
+import org.apache.spark.sql.execution.streaming.state.{StateStoreCustomMetric, StateStoreCustomSumMetric, StateStoreCustomTimingMetric}
 
 /**
  * The heap tier's hit ratio: in query progress, hits / lookups of the whole operator in per
@@ -13,13 +13,12 @@ final case class StateStoreCustomHitRatioMetric(name: String, desc: String)
   extends StateStoreCustomMetric {
   override def withNewDesc(desc: String): StateStoreCustomHitRatioMetric = copy(desc = desc)
   override def createSQLMetric(sparkContext: SparkContext): SQLMetric =
-    SpillStoreHitRatioMetric.create(sparkContext, desc)
+    HitRatioPacking.create(sparkContext, desc)
 }
 
 /** A count measured at commit (not added up over batches), shown as a plain number. */
 final case class StateStoreCustomCountGauge(name: String, desc: String)
-  extends StateStoreCustomMetric {
-  override def isSnapshot: Boolean = true
+  extends SnapshotMetric {
   override def withNewDesc(desc: String): StateStoreCustomCountGauge = copy(desc = desc)
   override def createSQLMetric(sparkContext: SparkContext): SQLMetric =
     SQLMetrics.createMetric(sparkContext, desc)
@@ -46,8 +45,8 @@ object SpillStoreMetrics {
     "spillstore: evicted entries that had to be written to RocksDB (the rest were clean)")
   val ColdEntries = StateStoreCustomCountGauge("spillstoreColdEntries",
     "spillstore: entries held in the cold tier")
-  val ColdBytes = StateStoreCustomSizeMetric("spillstoreColdBytes",
-    "spillstore: bytes of the cold tier's RocksDB (files and memtables)", isSnapshot = true)
+  val ColdBytes = SnapshotMetric.size("spillstoreColdBytes",
+    "spillstore: bytes of the cold tier's RocksDB (files and memtables)")
   val JournalBytes = StateStoreCustomSumMetric("spillstoreJournalBytes",
     "spillstore: bytes of journal files written by commits")
   val JournalRecords = StateStoreCustomSumMetric("spillstoreJournalRecords",
@@ -59,15 +58,15 @@ object SpillStoreMetrics {
     "spillstore: snapshots written on commit because Spark asked for one (snapshot lag)")
   val SnapshotsRepaired = StateStoreCustomSumMetric("spillstoreSnapshotsRepaired",
     "spillstore: corrupt snapshots set aside and rebuilt around from older files")
-  val HeapBytes = StateStoreCustomSizeMetric("spillstoreHeapBytes",
-    "spillstore: estimated heap bytes of live state", isSnapshot = true)
+  val HeapBytes = SnapshotMetric.size("spillstoreHeapBytes",
+    "spillstore: estimated heap bytes of live state")
   val HeapEntries = StateStoreCustomCountGauge("spillstoreHeapEntries",
     "spillstore: entries held on the heap")
 
   /** A store's hit ratio entry: its hits and lookups packed; absent without lookups. */
   def hitRatio(hits: Long, misses: Long): Map[StateStoreCustomMetric, Long] =
     if (hits + misses == 0) Map.empty
-    else Map(CacheHitRatio -> SpillStoreHitRatioMetric.pack(hits, hits + misses))
+    else Map(CacheHitRatio -> HitRatioPacking.pack(hits, hits + misses))
 
   val all: Seq[StateStoreCustomMetric] =
     Seq(CacheHitRatio, CacheHits, CacheMisses, ColdLoads, Evictions, WriteBacks, JournalBytes, JournalRecords,

@@ -5,7 +5,7 @@ import java.io.File
 import org.apache.logging.log4j.Level
 import org.scalatest.funsuite.AnyFunSuite
 
-import org.apache.spark.sql.execution.metric.SpillStoreHitRatioMetric.{hitsOf, lookupsOf}
+import org.apache.spark.sql.execution.metric.HitRatioPacking.{hitsOf, lookupsOf}
 import org.apache.spark.sql.execution.streaming.state.{StateStoreCustomMetric, StateStoreCustomSizeMetric}
 
 import spillstore.LogCapture

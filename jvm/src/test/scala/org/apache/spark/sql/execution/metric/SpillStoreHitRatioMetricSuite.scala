@@ -2,7 +2,7 @@ package org.apache.spark.sql.execution.metric
 
 import org.scalatest.funsuite.AnyFunSuite
 
-import org.apache.spark.sql.execution.metric.SpillStoreHitRatioMetric.{hitsOf, lookupsOf, pack}
+import org.apache.spark.sql.execution.metric.HitRatioPacking.{hitsOf, lookupsOf, pack}
 
 class SpillStoreHitRatioMetricSuite extends AnyFunSuite {
   private def metric(packed: Long*): SpillStoreHitRatioMetric = {

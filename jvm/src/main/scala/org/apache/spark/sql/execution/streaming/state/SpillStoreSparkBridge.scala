@@ -1,11 +1,7 @@
 package org.apache.spark.sql.execution.streaming.state
 
 import java.io.{InputStream, OutputStream}
-import java.util.UUID
 
-import scala.util.control.NonFatal
-
-import org.apache.hadoop.conf.Configuration
 import org.apache.hadoop.fs.Path
 
 import com.codahale.metrics.MetricRegistry
@@ -14,18 +10,15 @@ import org.apache.spark.{SparkConf, SparkEnv}
 import org.apache.spark.internal.Logging
 import org.apache.spark.io.CompressionCodec
 import org.apache.spark.metrics.source.Source
-import org.apache.spark.sql.errors.QueryExecutionErrors
 import org.apache.spark.util.Utils
 
 /**
  * The one place where spillstore touches Spark members that are `private[spark]` or
- * `private[sql]`. Everything version-sensitive about Spark internals lives here, so a build
- * for another Spark line only has to change this file.
+ * `private[sql]`, for what every Spark line has alike. What differs between lines (the
+ * coordinator reports, where `CheckpointFileManager` lives) is each line's
+ * [[SpillStoreSparkLine]] (jvm/src/main/spark-4.1+ and spark-pre4.1).
  */
 object SpillStoreSparkBridge extends Logging {
-  /** Where Spark puts the query's run id in a store's Hadoop conf (StreamExecution.RUN_ID_KEY). */
-  private val RunIdKey = "sql.streaming.runId"
-
   /** Spark's codec by short or class name, the way Spark's own state stores create it. */
   def compressionCodec(name: String): Codec = {
     val conf = Option(SparkEnv.get).map(_.conf).getOrElse(new SparkConf)
@@ -42,37 +35,14 @@ object SpillStoreSparkBridge extends Logging {
   def localDir(): String = Option(SparkEnv.get).map(env => Utils.getLocalDir(env.conf))
     .getOrElse(System.getProperty("java.io.tmpdir"))
 
-  def unexpectedVersion(version: Long): Throwable =
-    QueryExecutionErrors.unexpectedStateStoreVersion(version)
+  // Spark's own errors for these (4.x); the line's SpillStoreSparkErrors builds them.
+  def unexpectedVersion(version: Long): Throwable = SpillStoreSparkErrors.unexpectedVersion(version)
 
   def cannotReadStateFile(file: Path, cause: Throwable): Throwable =
-    QueryExecutionErrors.failedToReadStreamingStateFileError(file, cause)
+    SpillStoreSparkErrors.cannotReadStateFile(file, cause)
 
   def cannotCommit(store: String, cause: Throwable): Throwable =
-    QueryExecutionErrors.failedToCommitStateFileError(store, cause)
-
-  /** Tells the coordinator (commit validation) that `version` is committed. */
-  def reportCommit(storeId: StateStoreId, hadoopConf: Configuration, version: Long): Unit =
-    if (hadoopConf.get(RunIdKey) != null) { // else not inside a streaming query
-      StateStore.reportCommitToCoordinator(version, storeId, hadoopConf)
-    }
-
-  /**
-   * Tells the coordinator a snapshot of `version` exists. Without it the coordinator sees the
-   * provider as lagging and (4.2+) forces a snapshot on every commit.
-   */
-  def reportSnapshotUploaded(
-      storeId: StateStoreId, hadoopConf: Configuration, version: Long): Unit = {
-    val runId = hadoopConf.get(RunIdKey)
-    if (runId == null) return // not inside a streaming query (unit tests, state data source)
-    try {
-      val providerId = StateStoreProviderId(storeId, UUID.fromString(runId))
-      StateStoreProvider.coordinatorRef.foreach(
-        _.snapshotUploaded(providerId, version, System.currentTimeMillis()))
-    } catch {
-      case NonFatal(e) => logWarning(s"Could not report snapshot of version $version: $e")
-    }
-  }
+    SpillStoreSparkErrors.cannotCommit(store, cause)
 
   /**
    * Adds `registry` to this JVM's Spark metrics system as source `name` (its sinks, e.g. JMX

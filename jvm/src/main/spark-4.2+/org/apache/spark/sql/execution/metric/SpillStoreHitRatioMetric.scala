@@ -1,6 +1,5 @@
 package org.apache.spark.sql.execution.metric
 
-import org.apache.spark.SparkContext
 import org.apache.spark.util.AccumulatorV2
 
 /**
@@ -8,7 +7,7 @@ import org.apache.spark.util.AccumulatorV2
  * values (`+=`) into one accumulator per operator and task, merges the tasks' on the driver,
  * and puts the merged value in query progress; a plain average metric therefore shows a sum of
  * ratios. Here each store adds its (hits, lookups) packed into one long
- * ([[SpillStoreHitRatioMetric.pack]]); packed values add up field by field (Spark's own
+ * ([[HitRatioPacking.pack]]); packed values add up field by field (Spark's own
  * `StateStoreMetrics.combine` sums a join's four stores the same way), this accumulator keeps
  * the two sums, and its value is hits / lookups of everything added, in per mille.
  *
@@ -20,16 +19,16 @@ import org.apache.spark.util.AccumulatorV2
  * read) and `register` are Spark-private; all three are kept consistent by `update`.
  */
 final class SpillStoreHitRatioMetric private[metric] ()
-  extends SQLMetric(SpillStoreHitRatioMetric.AverageMetricType, SpillStoreHitRatioMetric.Unset) {
+  extends SQLMetric(HitRatioPacking.AverageMetricType, HitRatioPacking.Unset) {
   private var hits = 0L
   private var lookups = 0L
 
   private def update(): Unit =
-    _value = if (lookups == 0) SpillStoreHitRatioMetric.Unset else hits * 1000 / lookups
+    _value = if (lookups == 0) HitRatioPacking.Unset else hits * 1000 / lookups
 
   override def add(packed: Long): Unit = {
-    hits += SpillStoreHitRatioMetric.hitsOf(packed)
-    lookups += SpillStoreHitRatioMetric.lookupsOf(packed)
+    hits += HitRatioPacking.hitsOf(packed)
+    lookups += HitRatioPacking.lookupsOf(packed)
     update()
   }
 
@@ -55,34 +54,4 @@ final class SpillStoreHitRatioMetric private[metric] ()
     c.update()
     c
   }
-}
-
-object SpillStoreHitRatioMetric {
-  /** Spark's name for metrics the SQL tab shows as avg (min, med, max) over tasks (base 10). */
-  private val AverageMetricType = "average"
-  private val Unset = -1L
-  /** Lookups per packed value stay below this, so that sums of a few do not carry into hits. */
-  private val MaxLookups = 1L << 29
-
-  /** A registered metric, shown as `desc` in the SQL tab. */
-  def create(sc: SparkContext, desc: String): SpillStoreHitRatioMetric = {
-    val m = new SpillStoreHitRatioMetric
-    m.register(sc, Some(desc), countFailedValues = false)
-    m
-  }
-
-  /**
-   * One store's (hits, lookups) as one long: hits in the high 32 bits, lookups in the low ones.
-   * Beyond 2^29 lookups both are scaled down alike, which keeps the ratio.
-   */
-  def pack(hits: Long, lookups: Long): Long = {
-    require(0 <= hits && hits <= lookups, s"hits $hits must be within 0..lookups ($lookups)")
-    var h = hits
-    var l = lookups
-    while (l >= MaxLookups) { h >>= 1; l >>= 1 }
-    (h << 32) | l
-  }
-
-  def hitsOf(packed: Long): Long = packed >>> 32
-  def lookupsOf(packed: Long): Long = packed & 0xFFFFFFFFL
 }

@@ -8,7 +8,6 @@ import org.apache.hadoop.conf.Configuration
 import org.scalactic.source.Position
 import org.scalatest.Tag
 
-import org.apache.spark.sql.execution.streaming.runtime.StreamExecution
 import org.apache.spark.sql.internal.SQLConf
 import org.apache.spark.sql.types.StructType
 
@@ -18,15 +17,17 @@ import spillstore.SpillStoreProvider
  * Spark's own state store contract (StateStoreSuiteBase from Spark's test jar) run against
  * spillstore. It lives in Spark's package because the base suite's helpers are package-private.
  *
- * The test jar is Spark 4.2.0's (4.3.0's is not published where this build can reach), running
- * against Spark 4.3.0's classes; tests that cannot apply are listed in [[Excluded]] with why.
+ * Every 4.x line runs it from its own test jar (4.3 from 4.2's: 4.3.0's is not published where
+ * this build can reach) against its own build; what differs per line (4.1+'s extra factory
+ * methods, the tests that cannot apply and why: `spillstoreExclusions`) is that line's
+ * [[SpillStoreConformanceLine]] (jvm/src/test/spark-<line>).
  */
-class SpillStoreConformanceSuite extends StateStoreSuiteBase[SpillStoreProvider] {
-  import SpillStoreConformanceSuite._
+class SpillStoreConformanceSuite extends StateStoreSuiteBase[SpillStoreProvider]
+  with SpillStoreConformanceLine {
 
   override protected def test(testName: String, testTags: Tag*)(testFun: => Any)(
       implicit pos: Position): Unit = {
-    Excluded.find { case (prefix, _) => testName.startsWith(prefix) } match {
+    spillstoreExclusions.find { case (prefix, _) => testName.startsWith(prefix) } match {
       case Some((_, reason)) => super.ignore(s"$testName [excluded: $reason]", testTags: _*)(testFun)
       case None => super.test(testName, testTags: _*)(testFun)
     }
@@ -54,11 +55,6 @@ class SpillStoreConformanceSuite extends StateStoreSuiteBase[SpillStoreProvider]
 
   override def newStoreProvider(useColumnFamilies: Boolean): SpillStoreProvider = newStoreProvider()
 
-  override def newStoreProviderWithClonedConf(storeId: StateStoreId): SpillStoreProvider =
-    provider(storeId, sqlConf = cloneSQLConf())
-
-  override def newStoreProviderNoInit(): SpillStoreProvider = new SpillStoreProvider
-
   override def getLatestData(p: SpillStoreProvider, useColumnFamilies: Boolean): Set[((String, Int), Int)] = {
     val files = new java.io.File(p.stateStoreId.storeCheckpointLocation().toUri.getPath).list()
     val latest = Option(files).toSeq.flatten.filter(_.endsWith(".journal"))
@@ -84,7 +80,7 @@ class SpillStoreConformanceSuite extends StateStoreSuiteBase[SpillStoreProvider]
     sqlConf
   }
 
-  private def provider(
+  private[state] def provider(
       storeId: StateStoreId,
       keySchema: StructType = keySchema,
       encoderSpec: KeyStateEncoderSpec = null,
@@ -92,7 +88,7 @@ class SpillStoreConformanceSuite extends StateStoreSuiteBase[SpillStoreProvider]
         SQLConf.STATE_STORE_MIN_DELTAS_FOR_SNAPSHOT.defaultValue.get,
         SQLConf.MAX_BATCHES_TO_RETAIN_IN_MEMORY.defaultValue.get),
       hadoopConf: Configuration = new Configuration): SpillStoreProvider = {
-    hadoopConf.set(StreamExecution.RUN_ID_KEY, UUID.randomUUID().toString)
+    hadoopConf.set("sql.streaming.runId", UUID.randomUUID().toString) // StreamExecution.RUN_ID_KEY
     val p = new SpillStoreProvider
     p.init(storeId, keySchema, valueSchema,
       Option(encoderSpec).getOrElse(NoPrefixKeyStateEncoderSpec(keySchema)),
@@ -100,26 +96,6 @@ class SpillStoreConformanceSuite extends StateStoreSuiteBase[SpillStoreProvider]
       useMultipleValuesPerKey = false, stateSchemaProvider = None)
     p
   }
-}
-
-object SpillStoreConformanceSuite {
-  /** Test-name prefix -> why the test does not apply to spillstore. */
-  val Excluded: Seq[(String, String)] = Seq(
-    "SPARK-18342: commit fails when rename fails" ->
-      "asserts the built-in providers' class names (HDFSStateStore / RocksDBStateStore) in the message",
-    "StateStore.get" ->
-      ("asserts HDFSBackedStateStoreProvider's file name (1.delta) and error condition; also calls " +
-        "StateStore.removeFromLoadedProvidersAndClose with its 4.2 signature (NoSuchMethodError on 4.3)"),
-    "SPARK-34270: StateStoreMetrics.combine" -> SizeMetricBreak,
-    "SPARK-35763: StateStoreCustomMetric withNewDesc" -> SizeMetricBreak,
-    "SPARK-48997: maintenance threads with exceptions" ->
-      ("exercises Spark's maintenance pool with the test jar's HDFS-based provider that fails in " +
-        "doMaintenance, which 4.3's pool no longer calls; it never touches the provider under test")
-  )
-
-  private def SizeMetricBreak = "written against 4.2's StateStoreCustomSizeMetric(name, desc), " +
-    "which 4.3 replaced by (name, desc, isSnapshot): NoSuchMethodError; spillstore's own metric " +
-    "tests cover the 4.3 constructor"
 }
 
 /**

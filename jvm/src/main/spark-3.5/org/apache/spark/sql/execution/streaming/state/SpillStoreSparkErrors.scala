@@ -1,0 +1,18 @@
+package org.apache.spark.sql.execution.streaming.state
+
+import org.apache.hadoop.fs.Path
+
+/**
+ * Spark 3.5 has no error conditions for these; the exceptions and messages are the ones 3.5's
+ * HDFS provider throws.
+ */
+object SpillStoreSparkErrors {
+  def unexpectedVersion(version: Long): Throwable =
+    new IllegalArgumentException(s"Version cannot be less than 0 (got $version)")
+
+  def cannotReadStateFile(file: Path, cause: Throwable): Throwable =
+    new IllegalStateException(s"Error reading streaming state file $file", cause)
+
+  def cannotCommit(store: String, cause: Throwable): Throwable =
+    new IllegalStateException(s"Error committing version into $store", cause)
+}

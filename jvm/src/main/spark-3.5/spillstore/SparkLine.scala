@@ -1,0 +1,41 @@
+package spillstore
+
+import org.apache.hadoop.conf.Configuration
+
+import org.apache.spark.sql.catalyst.expressions.UnsafeRow
+import org.apache.spark.sql.execution.streaming.state._
+import org.apache.spark.sql.types.StructType
+
+/**
+ * Spark 3.5: `init` with the number of prefix-key columns (0: no prefix scans), no column
+ * families, getStore(version) and getReadStore(version). Spark aborts read stores at task end.
+ */
+trait SparkLineProvider extends StateStoreProvider { self: SpillStoreProvider =>
+  override def init(
+      stateStoreId: StateStoreId,
+      keySchema: StructType,
+      valueSchema: StructType,
+      numColsPrefixKey: Int,
+      storeConfs: StateStoreConf,
+      hadoopConf: Configuration): Unit =
+    initStore(stateStoreId, keySchema, valueSchema,
+      if (numColsPrefixKey > 0) Some(numColsPrefixKey) else None, storeConfs, hadoopConf)
+
+  override def getStore(version: Long): StateStore =
+    open(version, writable = true, forceSnapshotOnCommit = false, upgrading = null)
+
+  override def getReadStore(version: Long): ReadStateStore =
+    open(version, writable = false, forceSnapshotOnCommit = false, upgrading = null)
+}
+
+/**
+ * Spark 3.5's store API: no column families, plain iterators (Spark 3.5 does not close them:
+ * eviction waits until an iteration is exhausted or its batch ends).
+ */
+trait SparkLineStore extends StateStore { self: SpillStateStore =>
+  override def get(key: UnsafeRow): UnsafeRow = getValue(key)
+  override def put(key: UnsafeRow, value: UnsafeRow): Unit = putValue(key, value)
+  override def remove(key: UnsafeRow): Unit = removeKey(key)
+  override def iterator(): Iterator[UnsafeRowPair] = allPairs()._1
+  override def prefixScan(prefixKey: UnsafeRow): Iterator[UnsafeRowPair] = prefixPairs(prefixKey)
+}

@@ -1,0 +1,15 @@
+package spillstore
+
+import org.apache.spark.sql.execution.streaming.state._
+
+/** Spark 4.1: getStore(version, ckptId) and the first upgradeReadStoreToWriteStore. */
+trait SparkLineProvider extends SparkLine4Provider { self: SpillStoreProvider =>
+  override def getStore(version: Long, stateStoreCkptId: Option[String]): StateStore =
+    open(version, writable = true, forceSnapshotOnCommit = false, upgrading = null)
+
+  override def upgradeReadStoreToWriteStore(
+      readStore: ReadStateStore, version: Long, uniqueId: Option[String]): StateStore =
+    upgrade(readStore, version, forceSnapshotOnCommit = false)
+}
+
+trait SparkLineStore extends SparkLine41Store { self: SpillStateStore => }
