@@ -154,8 +154,6 @@ def test_no_lookup_hits_when_everything_spills(spark: Any, tmp_path: Path) -> No
     _check_every_custom_metric(progress)
 
 
-@pytest.mark.xfail(harness.SPARK_LINE < (4, 0), strict=False,
-                   reason="on pyspark 3.5 ProgressLogger logs no batch (not yet investigated)")
 def test_progress_logger_logs_each_batch(
     spark: Any, tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:

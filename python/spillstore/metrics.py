@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import logging
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
@@ -297,6 +298,8 @@ class ProgressLogger(StreamingQueryListener):
     def onQueryProgress(self, event: Any) -> None:
         """Log the batch's one-line :func:`summary`, the hit ratio also cumulated."""
         progress = event.progress
+        if not isinstance(progress, Mapping):  # pyspark 3.5: an object, with its JSON
+            progress = json.loads(progress.json)
         query_id = str(progress.get("runId") or progress.get("id"))
         operators = []
         for op in operator_metrics(progress):

@@ -61,8 +61,10 @@ object ProviderCheck {
     val offsets = new Path(checkpoint, "offsets")
     val fs = offsets.getFileSystem(hadoopConf)
     if (!fs.exists(offsets)) return None
-    val newest = fs.listStatus(offsets).map(_.getPath)
-      .flatMap(p => Try(p.getName.toLong).toOption.map(_ -> p)).maxByOption(_._1)
+    val batches = fs.listStatus(offsets).map(_.getPath)
+      .flatMap(p => Try(p.getName.toLong).toOption.map(_ -> p))
+    // no maxByOption on Scala 2.12 (Spark 3.5)
+    val newest = if (batches.isEmpty) None else Some(batches.maxBy(_._1))
     newest.flatMap { case (_, file) =>
       val in = fs.open(file)
       val text = try Source.fromInputStream(in, StandardCharsets.UTF_8.name).mkString
