@@ -1,6 +1,7 @@
 package org.apache.spark.sql.execution.metric
 
 import org.apache.spark.SparkContext
+import org.apache.spark.util.AccumulatorV2
 
 /**
  * How a store's (hits, lookups) travel as one long through Spark's custom metric sums, and
@@ -36,4 +37,53 @@ object HitRatioPacking {
 
   def hitsOf(packed: Long): Long = packed >>> 32
   def lookupsOf(packed: Long): Long = packed & 0xFFFFFFFFL
+}
+
+/**
+ * The sums every line's `SpillStoreHitRatioMetric` keeps: hits and lookups of everything added
+ * (packed, [[HitRatioPacking.pack]]) or merged. Lines differ only in how the ratio becomes the
+ * metric's value ([[sumsChanged]]): 4.2+ sets Spark's `_value`, older lines override `value`.
+ */
+abstract class HitRatioSums
+  extends SQLMetric(HitRatioPacking.AverageMetricType, HitRatioPacking.Unset) {
+  protected var hits = 0L
+  protected var lookups = 0L
+
+  /** hits / lookups in per mille; unset without lookups. */
+  protected def ratio: Long = if (lookups == 0) HitRatioPacking.Unset else hits * 1000 / lookups
+
+  /** After every change of the sums. */
+  protected def sumsChanged(): Unit
+
+  /** A new, empty metric of the same line. */
+  protected def empty(): HitRatioSums
+
+  override def add(packed: Long): Unit = {
+    hits += HitRatioPacking.hitsOf(packed)
+    lookups += HitRatioPacking.lookupsOf(packed)
+    sumsChanged()
+  }
+
+  override def merge(other: AccumulatorV2[Long, Long]): Unit = other match {
+    case o: HitRatioSums =>
+      hits += o.hits
+      lookups += o.lookups
+      sumsChanged()
+    case _ => throw new UnsupportedOperationException(
+      s"Cannot merge ${getClass.getName} with ${other.getClass.getName}")
+  }
+
+  override def reset(): Unit = {
+    hits = 0
+    lookups = 0
+    sumsChanged()
+  }
+
+  override def copy(): HitRatioSums = {
+    val c = empty()
+    c.hits = hits
+    c.lookups = lookups
+    c.sumsChanged()
+    c
+  }
 }
