@@ -38,7 +38,7 @@ def test_a_restart_keeps_the_recorded_provider_and_the_driver_log_says_so(
     (line,) = warnings
     assert "WARN" in line and "ProviderCheck" in line, line
     assert str(checkpoint) in line and harness.DEFAULT in line, line
-    assert "'switch_1'" in line and "new checkpoint location" in line, line
+    assert "'switch_1'" in line and "`python -m spillstore migrate " in line, line
 
 
 def test_checkpoint_command_shows_the_recorded_provider(
@@ -53,7 +53,7 @@ def test_checkpoint_command_shows_the_recorded_provider(
     out = capsys.readouterr().out
     assert f"provider recorded: {harness.DEFAULT}" in out
     assert "operator 0: 2 partitions, stores default, files of hdfs" in out
-    assert "new checkpoint location to use spillstore" in out
+    assert f"run `python -m spillstore migrate {checkpoint}`" in out
 
 
 def test_checkpoint_command_refuses_what_it_cannot_read(

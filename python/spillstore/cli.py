@@ -1,6 +1,7 @@
 """Command line: ``python -m spillstore demo``, ``python -m spillstore jar`` (the provider jar
-for the installed pyspark), ``python -m spillstore bench`` (:mod:`spillstore.bench`) and
-``python -m spillstore checkpoint`` (:mod:`spillstore.checkpoint`).
+for the installed pyspark), ``python -m spillstore bench`` (:mod:`spillstore.bench`),
+``python -m spillstore checkpoint`` (:mod:`spillstore.checkpoint`) and ``python -m spillstore
+migrate`` (:mod:`spillstore.migrate`).
 
 The demo starts a local Spark session configured through :func:`spillstore.configure`, runs a
 streaming count + sum per key over a skewed generated stream for a fixed number of
@@ -248,7 +249,24 @@ def _checkpoint(args: argparse.Namespace) -> int:
     print(info.describe())
     if info.provider not in (None, "spillstore"):
         print(f"  This query runs on {info.provider_class} even when the session selects "
-              "spillstore; start it from a new checkpoint location to use spillstore.")
+              "spillstore; stop it and run `python -m spillstore migrate "
+              f"{info.location}` to move its state onto spillstore.")
+    return 0
+
+
+def _migrate(args: argparse.Namespace) -> int:
+    from .migrate import MigrationRefused, migrate
+
+    try:
+        result = migrate(args.checkpoint, args.to, batch=args.batch,
+                         idle_seconds=args.idle_seconds)
+    except MigrationRefused as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    if result.migrated:
+        print(f"migrated {result.checkpoint} from {result.source} to {result.target}: state of "
+              f"batch {result.batch}, {len(result.operators)} operators, {result.rows:,} rows, "
+              f"{result.seconds:.1f} s; originals kept in {result.originals}")
     return 0
 
 
@@ -289,6 +307,24 @@ def _parser() -> argparse.ArgumentParser:
     )
     inspect.add_argument("location", help="the query's checkpoint location (a local path)")
     inspect.set_defaults(run=_checkpoint)
+    move = commands.add_parser(
+        "migrate",
+        help="move a stopped query's state to another provider (onto spillstore, or back)",
+        description="Copies the state of the last committed batch of every stateful operator "
+        "with the providers' own code, verifies each store (rows and checksum), then swaps it "
+        "in and makes the checkpoint record the target provider. The originals are kept "
+        "under CHECKPOINT/_spillstore_migrations/. Safe to re-run after an interruption.",
+    )
+    move.add_argument("checkpoint", help="the stopped query's checkpoint location")
+    move.add_argument("--to", choices=("spillstore", "hdfs", "rocksdb"), default="spillstore",
+                      help="the target provider (default: %(default)s; hdfs is Spark's "
+                      "default provider; rocksdb is refused)")
+    move.add_argument("--batch", type=int, default=None, metavar="N",
+                      help="refuse unless N is the last committed batch (for scripts)")
+    move.add_argument("--idle-seconds", type=int, default=60, metavar="S",
+                      help="refuse if the offset or commit log was written in the last S "
+                      "seconds: the query may be running (default: %(default)s)")
+    move.set_defaults(run=_migrate)
     jar = commands.add_parser(
         "jar",
         help="print the path of the provider jar for the installed pyspark (for spark-submit)",

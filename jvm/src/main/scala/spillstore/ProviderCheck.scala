@@ -1,17 +1,16 @@
 package spillstore
 
-import java.nio.charset.StandardCharsets
-
-import scala.io.Source
-import scala.util.Try
 import scala.util.control.NonFatal
 
+import org.apache.hadoop.conf.Configuration
 import org.apache.hadoop.fs.Path
 
 import org.apache.spark.internal.Logging
 import org.apache.spark.sql.SparkSession
-import org.apache.spark.sql.streaming.StreamingQueryListener
+import org.apache.spark.sql.streaming.{StreamingQuery, StreamingQueryListener}
 import org.apache.spark.sql.streaming.StreamingQueryListener.{QueryProgressEvent, QueryStartedEvent, QueryTerminatedEvent}
+
+import spillstore.migrate.CheckpointLayout
 
 /**
  * Tells the user at once when a query configured for spillstore runs on another provider.
@@ -36,8 +35,7 @@ class ProviderCheck extends StreamingQueryListener with Logging {
     session.filter(_.conf.getOption(ProviderCheck.ProviderConf).contains(ProviderCheck.Spillstore))
       .flatMap(s => Option(s.streams.get(event.id)).map(q => s -> q))
       .foreach { case (s, query) =>
-        val root = query.getClass.getMethod("streamingQuery").invoke(query)
-        val checkpoint = root.getClass.getMethod("resolvedCheckpointRoot").invoke(root).toString
+        val checkpoint = ProviderCheck.checkpointRoot(query)
         ProviderCheck.recordedProvider(checkpoint, s.sparkContext.hadoopConfiguration)
           .filter(_ != ProviderCheck.Spillstore)
           .foreach(recorded => logWarning(ProviderCheck.message(
@@ -52,31 +50,25 @@ class ProviderCheck extends StreamingQueryListener with Logging {
 object ProviderCheck {
   val ProviderConf = "spark.sql.streaming.stateStore.providerClass"
   val Spillstore: String = classOf[SpillStoreProvider].getName
-  private val Recorded = ("\"" + java.util.regex.Pattern.quote(ProviderConf) +
-    "\"\\s*:\\s*\"([^\"]+)\"").r
 
   /** The provider the newest offset-log entry under `checkpoint` records; None for a new query. */
-  def recordedProvider(checkpoint: String, hadoopConf: org.apache.hadoop.conf.Configuration)
-      : Option[String] = {
-    val offsets = new Path(checkpoint, "offsets")
-    val fs = offsets.getFileSystem(hadoopConf)
-    if (!fs.exists(offsets)) return None
-    val batches = fs.listStatus(offsets).map(_.getPath)
-      .flatMap(p => Try(p.getName.toLong).toOption.map(_ -> p))
-    // no maxByOption on Scala 2.12 (Spark 3.5)
-    val newest = if (batches.isEmpty) None else Some(batches.maxBy(_._1))
-    newest.flatMap { case (_, file) =>
-      val in = fs.open(file)
-      val text = try Source.fromInputStream(in, StandardCharsets.UTF_8.name).mkString
-        finally in.close()
-      Recorded.findFirstMatchIn(text).map(_.group(1))
-    }
+  def recordedProvider(checkpoint: String, hadoopConf: Configuration): Option[String] = {
+    val root = new Path(checkpoint)
+    if (!root.getFileSystem(hadoopConf).exists(new Path(root, "offsets"))) None
+    else new CheckpointLayout(root, hadoopConf).recordedProvider
+  }
+
+  /** A running query's checkpoint root (Spark's query internals, on every Spark line). */
+  def checkpointRoot(query: StreamingQuery): String = {
+    val execution = query.getClass.getMethod("streamingQuery").invoke(query)
+    execution.getClass.getMethod("resolvedCheckpointRoot").invoke(execution).toString
   }
 
   def message(query: String, checkpoint: String, recorded: String): String =
     s"Query '$query' is configured for spillstore ($ProviderConf=$Spillstore), but its " +
       s"checkpoint $checkpoint records $recorded, and Spark keeps the provider a checkpoint " +
       s"was started with: this query runs on $recorded, not on spillstore. To run it on " +
-      "spillstore, start it from a new checkpoint location (its state then starts empty); " +
-      "`python -m spillstore checkpoint <location>` shows what a checkpoint records."
+      s"spillstore with its state, stop it and run `python -m spillstore migrate $checkpoint` " +
+      "(README: Moving an existing query); `python -m spillstore checkpoint <location>` shows " +
+      "what a checkpoint records."
 }

@@ -1,0 +1,385 @@
+package spillstore.migrate
+
+import java.nio.charset.StandardCharsets
+import java.text.SimpleDateFormat
+import java.util.{Date, TimeZone}
+
+import com.fasterxml.jackson.databind.JsonNode
+import org.apache.hadoop.conf.Configuration
+import org.apache.hadoop.fs.{FileUtil, Path}
+
+import org.apache.spark.internal.Logging
+import org.apache.spark.sql.SparkSession
+import org.apache.spark.sql.execution.streaming.state.{StateStoreConf, StateStoreId}
+import org.apache.spark.sql.execution.streaming.state.SpillStoreSparkLine.CheckpointFileManager
+
+import spillstore.ProviderCheck
+
+/**
+ * Moves a stopped query's state to another provider: `python -m spillstore migrate`.
+ *
+ * Everything happens in the workspace `<checkpoint>/_spillstore_migration`, so the original
+ * files stay untouched until the new ones are complete and verified:
+ *
+ *   1. plan     `plan.json`: source and target provider, the batch, the newest offset and commit.
+ *   2. stage    each store's last committed version is copied into `staged-state/` by the
+ *               providers' own code and read back (rows + checksum), then marked in `done/`.
+ *   3. swap     (`swap` written first) `state/` moves to `original-state/`, `staged-state/` to
+ *               `state/`, and the offset-log entries from the batch on are rewritten to record
+ *               the target provider (their originals kept in `original-offsets/`).
+ *   4. finish   the workspace is renamed to `_spillstore_migrations/<time>-<from>-to-<to>`, which
+ *               keeps the originals for the user to delete.
+ *
+ * Every step can be interrupted (kill -9) and the same command re-run: staging resumes from the
+ * stores not marked done, and each swap step is done only if the directories show it is not.
+ * A query that ran meanwhile (new offset or commit) voids the staging before anything moves.
+ *
+ * Spark keeps no lock on a checkpoint, so "the query is stopped" is checked as: no offset or
+ * commit written for `idleMs`, at the start and again just before the swap.
+ *
+ * Single-threaded: one `Migration` per checkpoint at a time (the workspace's plan names it).
+ *
+ * Tests stop the JVM dead (`Runtime.halt`, as kill -9) at a named step with the system
+ * property `spillstore.migrate.haltAt`: `store-<n>` (n stores staged), `state-moved`,
+ * `staged-moved`, `offsets-rewritten`.
+ */
+final class Migration(spark: SparkSession, checkpoint: String, target: ProviderKind,
+    expectedBatch: Option[Long], idleMs: Long, progress: String => Unit) extends Logging {
+  import Migration._
+
+  private val hadoopConf: Configuration = {
+    val c = spark.sessionState.newHadoopConf()
+    // Spark's providers take a run id from here (a running query's); this is a run of its own.
+    c.set(RunIdKey, java.util.UUID.randomUUID().toString)
+    c
+  }
+  private val root = {
+    val p = new Path(checkpoint)
+    p.getFileSystem(hadoopConf).makeQualified(p)
+  }
+  private val fs = root.getFileSystem(hadoopConf)
+  private val workspace = new Path(root, WorkspaceName)
+  private val planFile = new Path(workspace, "plan.json")
+  private val swapMarker = new Path(workspace, "swap")
+  private val stagedState = new Path(workspace, "staged-state")
+  private val originalState = new Path(workspace, "original-state")
+  private val originalOffsets = new Path(workspace, "original-offsets")
+  private val doneDir = new Path(workspace, "done")
+  private val fm = CheckpointFileManager.create(root, hadoopConf)
+
+  def run(): String = {
+    val started = System.nanoTime()
+    val layout = new CheckpointLayout(root, hadoopConf)
+    val plan = existingPlan(layout).getOrElse(newPlan(layout))
+    if (plan.source == target) {
+      progress(s"$root already records the ${target.name} provider: nothing to migrate")
+      return summary(plan, Seq.empty, None, started)
+    }
+    val stores = if (fs.exists(swapMarker)) storesDone(layout) else stage(layout, plan)
+    val backup = swap(plan)
+    summary(plan, stores, Some(backup), started)
+  }
+
+  // ---- 1. plan --------------------------------------------------------------------------
+
+  private def existingPlan(layout: CheckpointLayout): Option[Plan] = {
+    if (!fs.exists(planFile)) {
+      if (fs.exists(workspace)) fs.delete(workspace, true) // crashed before its plan existed
+      return None
+    }
+    val plan = Plan.read(fs, planFile)
+    if (plan.target != target) {
+      refuse(s"$workspace holds an unfinished migration of batch ${plan.batch} to " +
+        s"${plan.target.name}: run migrate with --to ${plan.target.name} to finish it" +
+        (if (fs.exists(swapMarker)) "" else s", or delete $workspace (nothing was changed yet)"))
+    }
+    if (fs.exists(swapMarker)) {
+      progress(s"Resuming the switch of $root to ${target.name} (batch ${plan.batch})")
+      Some(plan)
+    } else if (plan.lastOffset != layout.offsets.lastOption ||
+        plan.lastCommit != layout.commits.lastOption) {
+      progress(s"The query ran since the unfinished migration in $workspace was planned: " +
+        "starting over")
+      fs.delete(workspace, true)
+      None
+    } else {
+      progress(s"Resuming the migration of $root to ${target.name} (batch ${plan.batch})")
+      Some(plan)
+    }
+  }
+
+  private def newPlan(layout: CheckpointLayout): Plan = {
+    target.targetRefusal.foreach(refuse)
+    val lastCommit = layout.commits.lastOption.getOrElse(refuse(
+      s"$root has no committed batch: there is no state to migrate (start the query with " +
+        "the provider you want instead)"))
+    val sourceClass = layout.recordedProvider.getOrElse(refuse(
+      s"${layout.offsetFile(layout.offsets.last)} records no state store provider"))
+    val source = ProviderKind.byClass(sourceClass).getOrElse(refuse(
+      s"${layout.offsetFile(layout.offsets.last)} records the provider $sourceClass, which " +
+        s"migrate cannot read: it reads ${ProviderKind.all.map(_.className).mkString(", ")}"))
+    expectedBatch.filter(_ != lastCommit).foreach { b =>
+      refuse(s"--batch $b: the last committed batch of $root is $lastCommit, and a restarted " +
+        s"query continues from it, so only its state can be migrated")
+    }
+    layout.recordedConf.get(FormatVersionConf).filter(_ != "1").foreach { v =>
+      refuse(s"${layout.offsetFile(layout.offsets.last)} records $FormatVersionConf=$v: " +
+        "checkpoint format v2 is not supported by spillstore")
+    }
+    checkIdle(layout)
+    spark.streams.active.find(q => new Path(ProviderCheck.checkpointRoot(q)) == root).foreach { q =>
+      refuse(s"query '${Option(q.name).getOrElse(q.id)}' is running on $root in this session: " +
+        "stop it first")
+    }
+    if (source != target) {
+      layout.operators // reads every operator's metadata: refusals come before any write
+      fs.mkdirs(workspace)
+    }
+    val plan = Plan(source, target, lastCommit, layout.offsets.lastOption, Some(lastCommit))
+    if (source != target) writeAtomically(planFile, plan.json)
+    plan
+  }
+
+  private def checkIdle(layout: CheckpointLayout): Unit = {
+    val logs = Seq("offsets", "commits").map(new Path(root, _)).filter(fs.exists)
+    val newest = logs.flatMap(d => fs.listStatus(d)).filter(!_.getPath.getName.startsWith("."))
+      .maxBy(_.getModificationTime)
+    val age = System.currentTimeMillis() - newest.getModificationTime
+    if (age < idleMs) {
+      refuse(s"$root looks in use: ${newest.getPath} was written ${age / 1000} s ago. Stop " +
+        s"the query first (migrate waits for ${idleMs / 1000} s without a new offset or " +
+        "commit; --idle-seconds changes that)")
+    }
+  }
+
+  // ---- 2. stage -------------------------------------------------------------------------
+
+  private def stage(layout: CheckpointLayout, plan: Plan): Seq[StoreResult] = {
+    // The confs the query recorded (codec, format versions) apply, as when Spark restarts it.
+    val sqlConf = spark.sessionState.conf.clone()
+    layout.recordedConf.foreach { case (k, v) => if (k != CheckpointLayout.ProviderConf) sqlConf.setConfString(k, v) }
+    // Reads a RocksDB checkpoint whether or not it was written with changelog checkpointing.
+    if (plan.source == ProviderKind.RocksDb) sqlConf.setConfString(RocksDbChangelogConf, "true")
+    val conf = new StateStoreConf(sqlConf)
+    val copier = new StoreCopy(plan.source, target, conf, hadoopConf)
+    val version = plan.batch + 1
+    val total = layout.operators.map(o => o.partitions.size * o.stores.size).sum
+    var rows = 0L
+    var n = 0
+    progress(s"Migrating $root from ${plan.source.name} to ${target.name}: state of batch " +
+      s"${plan.batch}, ${layout.operators.size} operators, $total stores")
+    val results = for {
+      op <- layout.operators
+      store <- op.stores
+      part <- op.partitions
+    } yield {
+      n += 1
+      val marker = new Path(doneDir, s"${op.id}-$part-${store.name}")
+      val result = if (fs.exists(marker)) StoreResult.read(fs, marker) else {
+        val from = StateStoreId(layout.stateRoot.toString, op.id, part, store.name)
+        val to = StateStoreId(stagedState.toString, op.id, part, store.name)
+        clearFiles(to.storeCheckpointLocation()) // what a killed earlier run left
+        val d = copier.copy(from, to, store, version, { r =>
+          if ((rows + r) / RowsPerProgressLine > rows / RowsPerProgressLine) {
+            progress(f"  ... ${rows + r}%,d rows copied")
+          }
+          rows += r
+        })
+        val r = StoreResult(op.id, op.name.getOrElse(""), part, store.name, d)
+        writeAtomically(marker, r.json)
+        haltPoint(s"store-$n")
+        r
+      }
+      progress(f"  [$n/$total] operator ${op.id} ${op.name.getOrElse("")} store ${store.name} " +
+        f"partition $part: ${result.digest.rows}%,d rows, verified")
+      result
+    }
+    copyMetadata(layout.stateRoot, stagedState)
+    checkIdle(layout)
+    val now = new CheckpointLayout(root, hadoopConf)
+    if (now.offsets.lastOption != plan.lastOffset || now.commits.lastOption != plan.lastCommit) {
+      fs.delete(workspace, true)
+      refuse(s"$root changed while migrating (a query ran: offsets ${now.offsets.lastOption
+        .getOrElse("-")}, commits ${now.commits.lastOption.getOrElse("-")}); nothing was " +
+        "changed. Stop the query and run migrate again")
+    }
+    results
+  }
+
+  private def storesDone(layout: CheckpointLayout): Seq[StoreResult] =
+    if (!fs.exists(doneDir)) Seq.empty
+    else fs.listStatus(doneDir).toSeq.map(s => StoreResult.read(fs, s.getPath))
+
+  /** Spark's provider-independent files (schemas, operator metadata): every `_metadata` dir. */
+  private def copyMetadata(from: Path, to: Path): Unit = if (fs.exists(from)) {
+    fs.listStatus(from).filter(_.isDirectory).foreach { d =>
+      val name = d.getPath.getName
+      if (name == "_metadata") {
+        FileUtil.copy(fs, d.getPath, fs, new Path(to, name), false, true, hadoopConf)
+      } else if (!name.startsWith(".") && name != "SSTs") {
+        copyMetadata(d.getPath, new Path(to, name))
+      }
+    }
+  }
+
+  private def clearFiles(dir: Path): Unit =
+    if (fs.exists(dir)) fs.listStatus(dir).filter(_.isFile).foreach(f => fs.delete(f.getPath, false))
+
+  // ---- 3. swap and 4. finish ------------------------------------------------------------
+
+  private def swap(plan: Plan): Path = {
+    if (!fs.exists(swapMarker)) {
+      fs.mkdirs(originalOffsets)
+      writeAtomically(swapMarker, "swapping\n")
+    }
+    val entries = plan.lastOffset.toSeq.flatMap(last => plan.batch to last)
+    entries.foreach { b =>
+      val backup = new Path(originalOffsets, b.toString)
+      if (!fs.exists(backup)) {
+        FileUtil.copy(fs, new Path(root, s"offsets/$b"), fs, backup, false, true, hadoopConf)
+      }
+    }
+    val state = new Path(root, "state")
+    if (fs.exists(state) && !fs.exists(originalState)) {
+      rename(state, originalState)
+      haltPoint("state-moved")
+    }
+    if (fs.exists(stagedState)) {
+      rename(stagedState, state)
+      haltPoint("staged-moved")
+    }
+    entries.foreach { b =>
+      val entry = OffsetLogEntry.read(fs, new Path(originalOffsets, b.toString))
+      writeAtomically(new Path(root, s"offsets/$b"), entry.withProvider(target.className))
+    }
+    haltPoint("offsets-rewritten")
+    val recorded = new CheckpointLayout(root, hadoopConf).recordedProvider
+    if (!recorded.contains(target.className)) {
+      throw new IllegalStateException(s"Migration: the offset log of $root records $recorded " +
+        s"after the switch, expected ${target.className}")
+    }
+    val stamp = new SimpleDateFormat("yyyyMMdd-HHmmss")
+    stamp.setTimeZone(TimeZone.getTimeZone("UTC"))
+    val kept = new Path(root,
+      s"$KeptName/${stamp.format(new Date)}-${plan.source.name}-to-${target.name}")
+    fs.mkdirs(kept.getParent)
+    rename(workspace, kept)
+    progress(s"Done: $root now records ${target.className}; the original files are in $kept " +
+      "(delete it once the query runs well)")
+    kept
+  }
+
+  private def rename(from: Path, to: Path): Unit =
+    if (!fs.rename(from, to)) throw new java.io.IOException(s"Migration: could not rename $from to $to")
+
+  private def writeAtomically(file: Path, text: String): Unit = {
+    fm.mkdirs(file.getParent)
+    val out = fm.createAtomic(file, overwriteIfPossible = true)
+    try {
+      out.write(text.getBytes(StandardCharsets.UTF_8))
+      out.close()
+    } catch {
+      case e: Throwable => out.cancel(); throw e
+    }
+  }
+
+  private def summary(plan: Plan, stores: Seq[StoreResult], kept: Option[Path],
+      started: Long): String = {
+    val json = Json.createObjectNode()
+    json.put("checkpoint", root.toString)
+    json.put("source", plan.source.name)
+    json.put("target", target.name)
+    json.put("batch", plan.batch)
+    json.put("migrated", kept.isDefined)
+    kept.foreach(k => json.put("originals", k.toString))
+    json.put("rows", stores.map(_.digest.rows).sum)
+    json.put("seconds", (System.nanoTime() - started) / 1e9)
+    val ops = json.putArray("operators")
+    stores.groupBy(_.operator).toSeq.sortBy(_._1).foreach { case (id, s) =>
+      val o = ops.addObject()
+      o.put("id", id)
+      o.put("name", s.head.operatorName)
+      o.put("stores", s.map(_.store).distinct.sorted.mkString(","))
+      o.put("partitions", s.map(_.partition).distinct.size)
+      o.put("rows", s.map(_.digest.rows).sum)
+    }
+    Json.writeValueAsString(json)
+  }
+}
+
+object Migration {
+  val WorkspaceName = "_spillstore_migration"
+  val KeptName = "_spillstore_migrations"
+  private val RowsPerProgressLine = 1000000L
+  private val RunIdKey = "sql.streaming.runId" // StreamExecution.RUN_ID_KEY, every Spark line
+  private val RocksDbChangelogConf =
+    "spark.sql.streaming.stateStore.rocksdb.changelogCheckpointing.enabled"
+  private val FormatVersionConf = "spark.sql.streaming.stateStore.checkpointFormatVersion"
+  private val Json = CheckpointLayout.Json
+
+  /**
+   * Entry point of `spillstore.migrate` (Python, through py4j): migrates and returns a JSON
+   * summary; a refusal is a [[MigrationRefusedException]]. `batch` < 0: the last committed.
+   */
+  def migrate(spark: SparkSession, checkpoint: String, target: String, batch: Long,
+      idleSeconds: Long, printProgress: Boolean): String = {
+    val out = (line: String) => if (printProgress) { System.out.println(line); System.out.flush() }
+    new Migration(spark, checkpoint, ProviderKind.byName(target),
+      if (batch < 0) None else Some(batch), idleSeconds * 1000, out).run()
+  }
+
+  private def refuse(message: String): Nothing = CheckpointLayout.refuse(message)
+
+  private def haltPoint(step: String): Unit =
+    if (sys.props.get("spillstore.migrate.haltAt").contains(step)) Runtime.getRuntime.halt(137)
+
+  private def readJson(fs: org.apache.hadoop.fs.FileSystem, file: Path): JsonNode = {
+    val in = fs.open(file)
+    try Json.readTree(in) finally in.close()
+  }
+
+  private final case class Plan(source: ProviderKind, target: ProviderKind, batch: Long,
+      lastOffset: Option[Long], lastCommit: Option[Long]) {
+    def json: String = {
+      val o = Json.createObjectNode()
+      o.put("source", source.name)
+      o.put("target", target.name)
+      o.put("batch", batch)
+      lastOffset.foreach(o.put("lastOffset", _))
+      lastCommit.foreach(o.put("lastCommit", _))
+      Json.writeValueAsString(o)
+    }
+  }
+
+  private object Plan {
+    def read(fs: org.apache.hadoop.fs.FileSystem, file: Path): Plan = {
+      val j = readJson(fs, file)
+      def opt(name: String) = Option(j.get(name)).map(_.asLong())
+      Plan(ProviderKind.byName(j.get("source").asText()), ProviderKind.byName(j.get("target").asText()),
+        j.get("batch").asLong(), opt("lastOffset"), opt("lastCommit"))
+    }
+  }
+
+  private final case class StoreResult(operator: Long, operatorName: String, partition: Int,
+      store: String, digest: StateDigest) {
+    def json: String = {
+      val o = Json.createObjectNode()
+      o.put("operator", operator)
+      o.put("operatorName", operatorName)
+      o.put("partition", partition)
+      o.put("store", store)
+      o.put("rows", digest.rows)
+      o.put("checksum", digest.checksum)
+      Json.writeValueAsString(o)
+    }
+  }
+
+  private object StoreResult {
+    def read(fs: org.apache.hadoop.fs.FileSystem, file: Path): StoreResult = {
+      val j = readJson(fs, file)
+      StoreResult(j.get("operator").asLong(), j.get("operatorName").asText(),
+        j.get("partition").asInt(), j.get("store").asText(),
+        StateDigest(j.get("rows").asLong(), j.get("checksum").asLong()))
+    }
+  }
+}

@@ -1,0 +1,128 @@
+"""Move a stopped query's state to another state store provider
+(``python -m spillstore migrate CHECKPOINT --to spillstore|hdfs``).
+
+Spark runs a restarted query on the provider its checkpoint records, so selecting spillstore
+for an existing query changes nothing. :func:`migrate` copies the state of the last committed
+batch of every stateful operator, partition and store with the providers' own code (the source
+provider reads it, the target provider commits it), reads it back to check each store's row
+count and checksum, and only then swaps the new state in and makes the offset log record the
+target provider. The originals are kept under ``<checkpoint>/_spillstore_migrations/``.
+An interrupted run (even kill -9) is finished by running the same command again.
+
+The work is done in the JVM (``spillstore.migrate.Migration``); this module starts a local
+Spark session for it when none is given.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+__all__ = ["MigrationRefused", "MigrationResult", "OperatorResult", "TARGETS", "migrate"]
+
+TARGETS = ("spillstore", "hdfs", "rocksdb")
+"""Target names :func:`migrate` takes; ``rocksdb`` is refused (Spark's RocksDB provider
+cannot start a checkpoint at a later version)."""
+
+
+class MigrationRefused(ValueError):
+    """The checkpoint cannot be migrated as asked; the message says why and what to do.
+    Nothing was changed (or what was changed is finished by re-running the same command)."""
+
+
+@dataclass(frozen=True)
+class OperatorResult:
+    id: int
+    name: str
+    """Spark's operator name from its metadata (Spark 4.x), or ``""`` (Spark 3.5)."""
+    stores: tuple[str, ...]
+    partitions: int
+    rows: int
+
+
+@dataclass(frozen=True)
+class MigrationResult:
+    checkpoint: str
+    source: str
+    target: str
+    batch: int
+    """The committed batch whose state was moved; the query continues after it."""
+    migrated: bool
+    """False when the checkpoint already recorded the target provider."""
+    originals: str | None
+    """Where the original state and offset-log entries were kept."""
+    rows: int
+    seconds: float
+    operators: tuple[OperatorResult, ...]
+
+
+def migrate(checkpoint: str | Path, to: str = "spillstore", *, batch: int | None = None,
+            idle_seconds: int = 60, spark: Any = None,
+            progress: bool = True) -> MigrationResult:
+    """Move the state of the stopped query at ``checkpoint`` onto the provider ``to``.
+
+    Args:
+        checkpoint: the query's checkpoint location (any Hadoop file system path).
+        to: ``"spillstore"`` or ``"hdfs"`` (Spark's default provider, the way back).
+        batch: if given, the batch the caller expects to be the last committed one; the
+            migration is refused if it is not (a query restarts after its last committed
+            batch, so only that batch's state can be moved).
+        idle_seconds: the checkpoint's offset and commit logs must not have been written for
+            this long, at the start and just before the swap (Spark keeps no lock on a
+            checkpoint; this is how a running query is detected).
+        spark: a session whose JVM has the spillstore jar (see :func:`spillstore.configure`);
+            by default a local one is started and stopped again.
+        progress: print each store as it is verified (from the JVM, to standard output).
+
+    Raises:
+        MigrationRefused: the checkpoint cannot be migrated as asked (running query, unknown
+            provider, transformWithState, checkpoint format v2, ...).
+    """
+    if to not in TARGETS:
+        raise MigrationRefused(f"unknown target provider {to!r}: use one of {', '.join(TARGETS)}")
+    own = spark is None
+    if own:
+        spark = _local_session()
+    try:
+        from py4j.protocol import Py4JJavaError
+
+        jvm = spark._jvm
+        try:
+            text = jvm.spillstore.migrate.Migration.migrate(
+                spark._jsparkSession, str(checkpoint), to, -1 if batch is None else batch,
+                idle_seconds, progress)
+        except Py4JJavaError as e:
+            cause = e.java_exception
+            if cause.getClass().getName() == "spillstore.migrate.MigrationRefusedException":
+                raise MigrationRefused(str(cause.getMessage())) from None
+            raise
+        return _result(json.loads(text))
+    finally:
+        if own:
+            spark.stop()
+
+
+def _local_session() -> Any:
+    from pyspark.sql import SparkSession
+
+    from ._config import configure
+
+    builder = (SparkSession.builder.master("local[1]").appName("spillstore-migrate")
+               .config("spark.ui.enabled", "false"))
+    spark = configure(builder).getOrCreate()
+    spark.sparkContext.setLogLevel("WARN")
+    return spark
+
+
+def _result(d: dict[str, Any]) -> MigrationResult:
+    operators = tuple(
+        OperatorResult(id=int(o["id"]), name=str(o["name"]),
+                       stores=tuple(str(o["stores"]).split(",")),
+                       partitions=int(o["partitions"]), rows=int(o["rows"]))
+        for o in d["operators"])
+    return MigrationResult(
+        checkpoint=str(d["checkpoint"]), source=str(d["source"]), target=str(d["target"]),
+        batch=int(d["batch"]), migrated=bool(d["migrated"]), originals=d.get("originals"),
+        rows=int(d["rows"]), seconds=float(d["seconds"]), operators=operators)
