@@ -162,6 +162,9 @@ final class Migration(spark: SparkSession, checkpoint: String, target: ProviderK
     if (plan.source == ProviderKind.RocksDb) sqlConf.setConfString(RocksDbChangelogConf, "true")
     val conf = new StateStoreConf(sqlConf)
     val copier = new StoreCopy(plan.source, target, conf, hadoopConf)
+    // Spark 4.1+'s providers report loads to the state store coordinator, which a session
+    // creates (on every line, through this accessor) only for its first streaming query.
+    spark.streams.getClass.getMethod("stateStoreCoordinator").invoke(spark.streams)
     val version = plan.batch + 1
     val total = layout.operators.map(o => o.partitions.size * o.stores.size).sum
     var rows = 0L
