@@ -13,7 +13,8 @@ Every stateful streaming query started by that session with a new checkpoint the
 state in spillstore (a checkpoint keeps the provider it was created with). Provider options
 are keyword arguments of :func:`configure`; :func:`operator_metrics` reads spillstore's
 metrics of each stateful operator back from a query's progress (:func:`state_metrics` sums
-them over operators), and :class:`ProgressLogger` logs them per batch.
+them over operators), and :class:`ProgressLogger` logs them per batch. :func:`migrate` moves a
+stopped query's state onto spillstore (or back to Spark's default provider).
 """
 
 from ._config import (
@@ -31,6 +32,7 @@ from ._config import (
     option_key,
 )
 from ._lines import SPARK_LINES, SparkLine
+from .migrate import MigrationRefused, MigrationResult, migrate
 from .metrics import (
     METRICS,
     OperatorMetrics,
@@ -46,6 +48,8 @@ __version__ = "0.1.0"
 __all__ = [
     "CONF_PREFIX",
     "METRICS",
+    "MigrationRefused",
+    "MigrationResult",
     "PLUGIN_CLASS",
     "PLUGINS_CONF",
     "OperatorMetrics",
@@ -62,6 +66,7 @@ __all__ = [
     "cache_hit_ratio",
     "configure",
     "jar_path",
+    "migrate",
     "operator_metrics",
     "option_key",
     "state_metrics",

@@ -1,0 +1,96 @@
+package spillstore.migrate
+
+import java.io.{DataOutputStream, File, FileOutputStream}
+import java.nio.charset.StandardCharsets
+import java.nio.file.Files
+
+import org.apache.hadoop.conf.Configuration
+import org.apache.hadoop.fs.{FileSystem, Path}
+import org.scalatest.funsuite.AnyFunSuite
+
+import org.apache.spark.sql.types._
+
+import spillstore.TempDirs.withTempDir
+
+/**
+ * What migrate reads from a checkpoint besides the state: the end-to-end tests cover the
+ * files Spark 3.5 .. 4.3 write; these cover the older and odder ones (schema format v1, an
+ * offset-log entry without a recorded provider, Spark 3.5's unrecorded prefix keys).
+ */
+class CheckpointLayoutSuite extends AnyFunSuite {
+  private val conf = new Configuration
+  private val key = new StructType().add("k", StringType)
+  private val session = new StructType().add("k", StringType).add("sessionStartTime", TimestampType)
+  private val value = new StructType().add("count", LongType)
+
+  private def write(file: File, body: DataOutputStream => Unit): Unit = {
+    file.getParentFile.mkdirs()
+    val out = new DataOutputStream(new FileOutputStream(file))
+    try body(out) finally out.close()
+  }
+
+  private def checkpoint(root: String, offsetMetadata: String, keySchema: StructType,
+      schemaFormat: String = "v1"): CheckpointLayout = {
+    new File(root, "offsets").mkdirs()
+    Files.write(new File(root, "offsets/7").toPath, s"v1\n$offsetMetadata\n{\"logOffset\":3}\n-".getBytes(StandardCharsets.UTF_8))
+    new File(root, "commits").mkdirs()
+    new File(root, "state/0/1").mkdirs()
+    write(new File(root, "state/0/0/_metadata/schema"), { out =>
+      out.writeUTF(schemaFormat)
+      if (schemaFormat == "v1") { out.writeUTF(keySchema.json); out.writeUTF(value.json) }
+    })
+    new CheckpointLayout(new Path(root), conf)
+  }
+
+  test("Spark 3.5 checkpoints: schema format v1, prefix keys inferred for session windows") {
+    withTempDir("layout") { root =>
+      val plain = checkpoint(root, """{"batchWatermarkMs":0,"conf":{}}""", key)
+      val Seq(op) = plain.operators
+      assert((op.id, op.partitions) == ((0L, Seq(0, 1))))
+      assert(op.stores == Seq(CheckpointLayout.Store("default", key, value, 0)))
+      assert(plain.recordedProvider.isEmpty)
+    }
+    withTempDir("layout") { root =>
+      val Seq(op) = checkpoint(root, """{"conf":{}}""", session).operators
+      assert(op.stores.head.prefixKeyColumns == 1)
+    }
+  }
+
+  test("an unknown schema format is refused, naming the file") {
+    withTempDir("layout") { root =>
+      val e = intercept[MigrationRefusedException] {
+        checkpoint(root, """{"conf":{}}""", key, schemaFormat = "v9").operators
+      }
+      assert(e.getMessage.contains("state/0/0/_metadata/schema: state schema format v9"))
+    }
+  }
+
+  test("rewriting an offset-log entry changes only the provider, adding it if missing") {
+    withTempDir("layout") { root =>
+      val fs = FileSystem.getLocal(conf)
+      val layout = checkpoint(root,
+        """{"batchWatermarkMs":5,"batchTimestampMs":6,"conf":{"a":"1"}}""", key)
+      val entry = OffsetLogEntry.read(fs, layout.offsetFile(7))
+      val rewritten = entry.withProvider("x.Provider")
+      assert(rewritten == "v1\n{\"batchWatermarkMs\":5,\"batchTimestampMs\":6,\"conf\":" +
+        "{\"a\":\"1\",\"spark.sql.streaming.stateStore.providerClass\":\"x.Provider\"}}\n" +
+        "{\"logOffset\":3}\n-")
+      val noConf = OffsetLogEntry(entry.lines,
+        CheckpointLayout.Json.readTree("""{"batchWatermarkMs":5}"""))
+      assert(noConf.withProvider("y").contains(
+        "{\"batchWatermarkMs\":5,\"conf\":{\"spark.sql.streaming.stateStore.providerClass\":\"y\"}}"))
+    }
+  }
+
+  test("a file that is not an offset-log entry is refused, naming it") {
+    withTempDir("layout") { root =>
+      val f = new File(root, "offsets/0")
+      f.getParentFile.mkdirs()
+      Files.write(f.toPath, "garbage".getBytes(StandardCharsets.UTF_8))
+      val e = intercept[MigrationRefusedException] {
+        OffsetLogEntry.read(FileSystem.getLocal(conf), new Path(f.getPath))
+      }
+      assert(e.getMessage.contains(s"${f.getPath} is not an offset-log entry"))
+    }
+  }
+}
