@@ -13,7 +13,7 @@ import org.apache.spark.sql.execution.streaming.state._
 import org.apache.spark.sql.types.StructType
 
 import spillstore.SpillStateStore.CommitStats
-import spillstore.checkpoint.{CheckpointDir, Cleaner, Snapshotter, StateFile}
+import spillstore.checkpoint.{ChangeFeed, CheckpointDir, Cleaner, Snapshotter, StateFile}
 import spillstore.cold.{ColdKeyFilter, ColdTier}
 import spillstore.heap.PrefixIndex
 import spillstore.memory.MemoryManager
@@ -148,7 +148,7 @@ class SpillStoreProvider extends SparkLineProvider with Logging {
    * of `upgrading`, the current lease when it is this task's, or a new one.
    */
   private[spillstore] def open(version: Long, writable: Boolean, forceSnapshotOnCommit: Boolean,
-      upgrading: SpillStateStore): SpillStateStore = {
+      upgrading: SpillStateStore, replayFrom: Long = -1L): SpillStateStore = {
     if (version < 0) throw SpillStoreSparkBridge.unexpectedVersion(version)
     val task = Option(TaskContext.get())
     val taskAttemptId = task.map(_.taskAttemptId()).getOrElse(-1L)
@@ -186,7 +186,7 @@ class SpillStoreProvider extends SparkLineProvider with Logging {
         state.abortBatch()
         invalidateWriter()
       }
-      try ensureLoaded(version) catch {
+      try ensureLoaded(version, replayFrom) catch {
         case e: Throwable =>
           if (fresh) state.release(lease, s"loading version $version failed: $e")
           throw e
@@ -206,8 +206,19 @@ class SpillStoreProvider extends SparkLineProvider with Logging {
     writer = null
   }
 
-  /** Brings the heap to exactly `version`: as is, forward by journals, or by reloading. */
-  private def ensureLoaded(version: Long): Unit = {
+  /**
+   * Brings the heap to exactly `version`: as is, forward by journals, or by reloading; with
+   * `replayFrom` >= 0, always reloaded from that snapshot and the journals after it.
+   */
+  private def ensureLoaded(version: Long, replayFrom: Long): Unit = {
+    if (replayFrom >= 0) {
+      loadedVersion = -1
+      try recovery.loadFromSnapshot(replayFrom, version, state) catch {
+        case e: Throwable => state.clear(); throw e
+      }
+      loadedVersion = version
+      return
+    }
     if (loadedVersion == version) return
     try {
       val rolledForward = loadedVersion >= 0 && version > loadedVersion && {
@@ -227,6 +238,19 @@ class SpillStoreProvider extends SparkLineProvider with Logging {
         throw e
     }
   }
+
+  /**
+   * Spark's `SupportsFineGrainedReplay` (4.0+, through the line's adapter): `endVersion` built
+   * from the snapshot of `snapshotVersion` and the journals after it.
+   */
+  private[spillstore] def replay(snapshotVersion: Long, endVersion: Long,
+      writable: Boolean): SpillStateStore =
+    open(endVersion, writable, forceSnapshotOnCommit = false, upgrading = null,
+      replayFrom = snapshotVersion)
+
+  /** The changes of versions `start` to `end` (Spark's change feed); the caller closes it. */
+  private[spillstore] def changeFeed(start: Long, end: Long): ChangeFeed =
+    new ChangeFeed(dir, start, end)
 
   /** End of the task that took `lease`: abort its open batch, if any, and go idle. */
   private def finish(lease: Lease): Unit = synchronized {

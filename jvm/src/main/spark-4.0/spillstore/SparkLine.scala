@@ -5,10 +5,23 @@ import org.apache.spark.sql.execution.streaming.state._
 /**
  * Spark 4.0: getStore(version, ckptId); no upgrade, so a task opens a read store and then a
  * write store (they share the task's lease), and Spark aborts the read store at task end.
+ * Fine-grained replay without checkpoint ids.
  */
-trait SparkLineProvider extends SparkLine4Provider { self: SpillStoreProvider =>
+trait SparkLineProvider extends SparkLine4Provider with SupportsFineGrainedReplay {
+  self: SpillStoreProvider =>
   override def getStore(version: Long, stateStoreCkptId: Option[String]): StateStore =
     open(version, writable = true, forceSnapshotOnCommit = false, upgrading = null)
+
+  override def replayStateFromSnapshot(snapshotVersion: Long, endVersion: Long): StateStore =
+    replay(snapshotVersion, endVersion, writable = true)
+
+  override def replayReadStateFromSnapshot(snapshotVersion: Long, endVersion: Long)
+      : ReadStateStore = replay(snapshotVersion, endVersion, writable = false)
+
+  override def getStateStoreChangeDataReader(startVersion: Long, endVersion: Long,
+      colFamilyNameOpt: Option[String])
+      : SpillStoreChangeData.Reader =
+    SparkLine4Replay.changeDataReader(this, startVersion, endVersion, colFamilyNameOpt)
 }
 
 trait SparkLineStore extends SparkLine4Store { self: SpillStateStore => }

@@ -4,7 +4,7 @@ import org.apache.spark.sql.catalyst.expressions.UnsafeRow
 import org.apache.spark.sql.execution.streaming.state._
 
 /** 4.2's getStore (forceSnapshotOnCommit, loadEmpty) and upgrade, kept by 4.3. */
-trait SparkLine42Provider extends SparkLine4Provider { self: SpillStoreProvider =>
+trait SparkLine42Provider extends SparkLine4Provider with SparkLine41Replay { self: SpillStoreProvider =>
   override def getStore(
       version: Long,
       stateStoreCkptId: Option[String],

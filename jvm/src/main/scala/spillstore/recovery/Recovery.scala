@@ -34,6 +34,28 @@ final class Recovery(dir: CheckpointDir) extends Logging {
       s"${(System.nanoTime() - start) / 1000000} ms")
   }
 
+  /**
+   * Loads `version` from exactly the snapshot of `snapshotVersion` (0: from empty) and the
+   * journals after it, as Spark's state data source asks (`snapshotStartBatchId`); no
+   * fallback to another snapshot.
+   */
+  def loadFromSnapshot(snapshotVersion: Long, version: Long, state: TieredState): Unit = {
+    if (snapshotVersion < 0 || snapshotVersion > version) {
+      throw new IllegalArgumentException(s"Recovery of ${dir.path}: snapshot version " +
+        s"$snapshotVersion must be between 0 and the version to load, $version")
+    }
+    val listing = dir.list()
+    if (snapshotVersion > 0 && !listing.snapshots.contains(snapshotVersion)) {
+      val f = dir.file(StateFile.Snapshot, snapshotVersion)
+      throw SpillStoreSparkBridge.cannotReadStateFile(f, new FileNotFoundException(
+        s"$f does not exist: version $snapshotVersion of this store was not snapshotted"))
+    }
+    checkJournals(listing, snapshotVersion, version)
+    state.clear()
+    if (snapshotVersion > 0) applyFile(StateFile.Snapshot, snapshotVersion, state.loadSnapshotEntry)
+    replayJournals(snapshotVersion, version, state)
+  }
+
   /** Moves `state` from committed version `from` forward to `to` by replaying journals. */
   def rollForward(from: Long, to: Long, state: TieredState): Unit = {
     checkJournals(dir.list(), from, to)

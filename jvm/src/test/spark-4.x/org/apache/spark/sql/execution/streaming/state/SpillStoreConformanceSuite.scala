@@ -5,8 +5,6 @@ import java.util.UUID
 import scala.util.Random
 
 import org.apache.hadoop.conf.Configuration
-import org.scalactic.source.Position
-import org.scalatest.Tag
 
 import org.apache.spark.sql.internal.SQLConf
 import org.apache.spark.sql.types.StructType
@@ -23,15 +21,7 @@ import spillstore.SpillStoreProvider
  * [[SpillStoreConformanceLine]] (jvm/src/test/spark-<line>).
  */
 class SpillStoreConformanceSuite extends StateStoreSuiteBase[SpillStoreProvider]
-  with SpillStoreConformanceLine {
-
-  override protected def test(testName: String, testTags: Tag*)(testFun: => Any)(
-      implicit pos: Position): Unit = {
-    spillstoreExclusions.find { case (prefix, _) => testName.startsWith(prefix) } match {
-      case Some((_, reason)) => super.ignore(s"$testName [excluded: $reason]", testTags: _*)(testFun)
-      case None => super.test(testName, testTags: _*)(testFun)
-    }
-  }
+  with SpillStoreConformanceLine with SpillStoreExcludedTests {
 
   override def newStoreProvider(): SpillStoreProvider = provider(StateStoreId(StateStoreTestsHelper.newDir(), Random.nextInt(), 0))
 

@@ -1,0 +1,29 @@
+package spillstore
+
+import org.apache.spark.sql.execution.streaming.state._
+
+/** Spark 4.1+'s `SupportsFineGrainedReplay`: read-only replays and checkpoint ids. */
+trait SparkLine41Replay extends SupportsFineGrainedReplay { self: SpillStoreProvider =>
+  override def replayStateFromSnapshot(snapshotVersion: Long, endVersion: Long, readOnly: Boolean,
+      snapshotVersionStateStoreCkptId: Option[String],
+      endVersionStateStoreCkptId: Option[String]): StateStore = {
+    SparkLine4Replay.checkNoCheckpointIds(this, snapshotVersionStateStoreCkptId,
+      endVersionStateStoreCkptId)
+    replay(snapshotVersion, endVersion, writable = !readOnly)
+  }
+
+  override def replayReadStateFromSnapshot(snapshotVersion: Long, endVersion: Long,
+      snapshotVersionStateStoreCkptId: Option[String],
+      endVersionStateStoreCkptId: Option[String]): ReadStateStore = {
+    SparkLine4Replay.checkNoCheckpointIds(this, snapshotVersionStateStoreCkptId,
+      endVersionStateStoreCkptId)
+    replay(snapshotVersion, endVersion, writable = false)
+  }
+
+  override def getStateStoreChangeDataReader(startVersion: Long, endVersion: Long,
+      colFamilyNameOpt: Option[String], endVersionStateStoreCkptId: Option[String])
+      : SpillStoreChangeData.Reader = {
+    SparkLine4Replay.checkNoCheckpointIds(this, endVersionStateStoreCkptId)
+    SparkLine4Replay.changeDataReader(this, startVersion, endVersion, colFamilyNameOpt)
+  }
+}
