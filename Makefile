@@ -22,7 +22,8 @@ pyspark_of = pyspark==$(1).*
 constraints_of = $(if $(filter 3.5,$(1)),"numpy<2" "pyarrow<20",)
 # The smaller end-to-end set for 4.0, 4.1, 4.2 (README: which target runs what).
 E2E_SMALL := tests/test_package.py tests/test_cli.py tests/test_e2e_spillstore.py \
-  tests/test_e2e_restart.py tests/test_e2e_spill.py tests/test_e2e_metrics.py tests/test_migrate.py
+  tests/test_e2e_restart.py tests/test_e2e_spill.py tests/test_e2e_metrics.py tests/test_migrate.py \
+  tests/test_change_feed.py
 
 .PHONY: all venv venvs jar jars demo test test-fast test-jvm test-python test-heavy \
   test-lines test-conformance $(foreach l,$(OTHER_LINES),test-line-$(l) test-conformance-$(l)) \
