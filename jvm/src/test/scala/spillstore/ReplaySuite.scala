@@ -64,7 +64,8 @@ class ReplaySuite extends AnyFunSuite {
       assert(store.commit() == 6)
       assert(contents(p.getReadStore(6)) == states(5) + (1000L -> 1L))
       val e = intercept[SparkException](p.replayReadStateFromSnapshot(3, Versions, None, None))
-      assert(e.getMessage.contains(s"$dir/3.snapshot does not exist"), e.getMessage)
+      assert(e.getCondition == "CANNOT_LOAD_STATE_STORE.UNCATEGORIZED", e.getMessage)
+      assert(e.getCause.getMessage.contains(s"$dir/3.snapshot"), e.getCause.getMessage)
     }
   }
 

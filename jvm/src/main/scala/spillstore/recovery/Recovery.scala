@@ -46,9 +46,8 @@ final class Recovery(dir: CheckpointDir) extends Logging {
     }
     val listing = dir.list()
     if (snapshotVersion > 0 && !listing.snapshots.contains(snapshotVersion)) {
-      val f = dir.file(StateFile.Snapshot, snapshotVersion)
-      throw SpillStoreSparkBridge.cannotReadStateFile(f, new FileNotFoundException(
-        s"$f does not exist: version $snapshotVersion of this store was not snapshotted"))
+      throw SpillStoreSparkBridge.missingSnapshotFile(
+        dir.file(StateFile.Snapshot, snapshotVersion), dir.path.toString)
     }
     checkJournals(listing, snapshotVersion, version)
     state.clear()

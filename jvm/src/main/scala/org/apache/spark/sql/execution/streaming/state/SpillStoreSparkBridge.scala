@@ -44,6 +44,9 @@ object SpillStoreSparkBridge extends Logging {
   def cannotCommit(store: String, cause: Throwable): Throwable =
     SpillStoreSparkErrors.cannotCommit(store, cause)
 
+  def missingSnapshotFile(file: Path, store: String): Throwable =
+    SpillStoreSparkErrors.missingSnapshotFile(file, store)
+
   /**
    * Adds `registry` to this JVM's Spark metrics system as source `name` (its sinks, e.g. JMX
    * and the driver's PrometheusServlet, publish it); returns what removes it again. None

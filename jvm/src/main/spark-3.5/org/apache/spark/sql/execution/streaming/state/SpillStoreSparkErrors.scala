@@ -13,6 +13,9 @@ object SpillStoreSparkErrors {
   def cannotReadStateFile(file: Path, cause: Throwable): Throwable =
     new IllegalStateException(s"Error reading streaming state file $file", cause)
 
+  def missingSnapshotFile(file: Path, store: String): Throwable =
+    new IllegalStateException(s"Error reading snapshot file $file of $store: it does not exist")
+
   def cannotCommit(store: String, cause: Throwable): Throwable =
     new IllegalStateException(s"Error committing version into $store", cause)
 }
