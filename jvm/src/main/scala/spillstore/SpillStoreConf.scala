@@ -6,6 +6,9 @@ import scala.util.control.NonFatal
 
 import org.apache.spark.sql.execution.streaming.state.{SpillStoreSparkBridge, SpillStoreSparkLine, StateStoreConf}
 
+import org.apache.spark.network.util.JavaUtils
+
+import spillstore.cold.ColdMemory
 import spillstore.memory.MemoryConf
 
 /**
@@ -20,6 +23,7 @@ final case class SpillStoreConf(
     codec: SpillStoreSparkBridge.Codec,
     localDir: File,
     memory: MemoryConf,
+    coldTierMemory: Option[Long],
     minDeltasForSnapshot: Int,
     minVersionsToRetain: Int,
     reportCommits: Boolean,
@@ -29,6 +33,7 @@ object SpillStoreConf {
   val Prefix: String = MemoryConf.Prefix
 
   private val LocalDir = "localDir"
+  private val ColdTierMemory = "coldTierMemory"
   /** Read by [[SpillStorePlugin]] from the Spark conf, not by stores. */
   val MetricsReportInterval = "metricsReportInterval"
 
@@ -36,6 +41,10 @@ object SpillStoreConf {
   val Keys: Map[String, String] = MemoryConf.Keys ++ Map(
     LocalDir -> ("directory for the cold tier's RocksDB instances (default: the first of " +
       "Spark's local dirs, spark.local.dir / SPARK_LOCAL_DIRS); never the checkpoint location"),
+    ColdTierMemory -> ("native memory all cold tiers (RocksDB) of an executor share: one block " +
+      "cache holding memtables, index and filter blocks (default: a quarter of the heap " +
+      "budget, within 16m and 1g; a size >= 16m such as 128m). Fixed by the first store that " +
+      "spills in the executor"),
     MetricsReportInterval -> ("how often each executor sends its spillstore figures to the " +
       "driver's `spillstore.executors` metrics source (default: 10s; a Spark duration; needs " +
       "spark.plugins=spillstore.SpillStorePlugin)"))
@@ -54,6 +63,14 @@ object SpillStoreConf {
     while (existing != null && !existing.exists()) existing = existing.getParentFile
     if (existing != null && !existing.isDirectory) reject(s"$existing is not a directory")
     dir
+  }
+
+  private def checkColdTierMemory(value: String): Long = {
+    val bytes = try Some(JavaUtils.byteStringAsBytes(value)) catch {
+      case _: NumberFormatException | _: IllegalArgumentException => None
+    }
+    bytes.filter(_ >= ColdMemory.MinBytes).getOrElse(throw new IllegalArgumentException(
+      s"Invalid $Prefix$ColdTierMemory=$value: expected a size >= 16m such as 128m or 1g"))
   }
 
   private val CodecKey = "spark.sql.streaming.stateStore.compression.codec"
@@ -80,6 +97,7 @@ object SpillStoreConf {
       localDir = opts.get(LocalDir).map(checkLocalDir)
         .getOrElse(new File(SpillStoreSparkBridge.localDir(), "spillstore")),
       memory = MemoryConf.fromOptions(opts),
+      coldTierMemory = opts.get(ColdTierMemory).map(v => checkColdTierMemory(v.trim)),
       minDeltasForSnapshot = storeConf.minDeltasForSnapshot,
       minVersionsToRetain = storeConf.minVersionsToRetain,
       reportCommits = SpillStoreSparkLine.commitValidationEnabled(storeConf),

@@ -14,7 +14,7 @@ import org.apache.spark.sql.types.StructType
 
 import spillstore.SpillStateStore.CommitStats
 import spillstore.checkpoint.{ChangeFeed, CheckpointDir, Cleaner, Snapshotter, StateFile}
-import spillstore.cold.{ColdKeyFilter, ColdTier}
+import spillstore.cold.{ColdKeyFilter, ColdMemory, ColdTier}
 import spillstore.heap.PrefixIndex
 import spillstore.memory.MemoryManager
 import spillstore.metrics.{ExecutorStats, SpillStoreMetrics}
@@ -94,6 +94,8 @@ class SpillStoreProvider extends SparkLineProvider with Logging {
     this.dir = new CheckpointDir(stateStoreId.storeCheckpointLocation(), hadoopConf, conf.codec)
     val memory = MemoryManager.get(conf.memory)
     this.memory = memory
+    ColdMemory.configure(conf.coldTierMemory.getOrElse(
+      ColdMemory.defaultFor(conf.memory.budgetFor(Runtime.getRuntime.maxMemory))))
     // Report growth often enough that a small budget is not overshot by much.
     val reportEvery = math.max(1L, math.min(TieredState.ReportEveryBytes,
       memory.effectiveBudgetBytes / 64))

@@ -21,21 +21,27 @@ import org.apache.spark.internal.Logging
 class ColdTier private[spillstore] (val dir: File) extends AutoCloseable with Logging {
   import ColdTier._
 
+  private val memory = ColdMemory.shared
   private val filter = new BloomFilter(10.0, false)
-  private val cache = new LRUCache(BlockCacheBytes)
+  // Index and filter blocks in the shared cache, so that they count against its bound.
   private val tableConfig = new BlockBasedTableConfig()
     .setFilterPolicy(filter)
-    .setBlockCache(cache)
+    .setBlockCache(memory.cache)
+    .setCacheIndexAndFilterBlocks(true)
+    .setCacheIndexAndFilterBlocksWithHighPriority(true)
+    .setPinL0FilterAndIndexBlocksInCache(true)
     .setWholeKeyFiltering(true)
   private val options = new Options()
     .setCreateIfMissing(true)
     .setTableFormatConfig(tableConfig)
     .setCompressionType(CompressionType.LZ4_COMPRESSION)
-    .setWriteBufferSize(WriteBufferBytes)
+    .setWriteBufferManager(memory.writeBuffers)
+    .setWriteBufferSize(memory.memtableBytes)
     .setMaxWriteBufferNumber(2)
     .setMemtablePrefixBloomSizeRatio(0.1)
     .setMaxOpenFiles(256)
   private val writeOptions = new WriteOptions().setDisableWAL(true)
+  private val flushOptions = new FlushOptions().setWaitForFlush(false)
   private val readOptions = new ReadOptions()
   private val db = RocksDB.open(options, dir.getAbsolutePath)
 
@@ -58,10 +64,23 @@ class ColdTier private[spillstore] (val dir: File) extends AutoCloseable with Lo
       db.getLongProperty("rocksdb.cur-size-all-mem-tables")
   } catch { case NonFatal(_) => 0L }
 
+  /**
+   * The owner will not write for a while (its batch ended): flush the memtable in the
+   * background. RocksDB's write-buffer manager only ever flushes the instance being written to,
+   * so without this every idle store would keep its memtables, and the shared bound would
+   * grow with the number of stores.
+   */
+  def idle(): Unit = if (memtableBytes >= IdleFlushBytes) db.flush(flushOptions)
+
+  /** Bytes in this tier's memtables, active and immutable (charged to [[ColdMemory]]). */
+  def memtableBytes: Long = try db.getLongProperty("rocksdb.cur-size-all-mem-tables") catch {
+    case NonFatal(_) => 0L
+  }
+
   override def close(): Unit = {
     try {
       db.close()
-      Seq(readOptions, writeOptions, options, filter, cache).foreach(_.close())
+      Seq(readOptions, writeOptions, flushOptions, options, filter).foreach(_.close())
     } finally {
       FileUtils.deleteQuietly(dir)
     }
@@ -93,13 +112,11 @@ object ColdTier extends Logging {
     override def close(): Unit = if (open) { open = false; it.close() }
   }
 
-  private val BlockCacheBytes = 8L << 20
-  private val WriteBufferBytes = 16L << 20
-
-  private lazy val nativeLoaded: Unit = RocksDB.loadLibrary()
+  /** Below this, an idle tier keeps its memtable: a flush would write a tiny file. */
+  private val IdleFlushBytes = 1L << 20
 
   /** A write batch for [[ColdTier.write]]; the caller closes it. */
-  def newBatch(): WriteBatch = { nativeLoaded; new WriteBatch() }
+  def newBatch(): WriteBatch = { RocksDBLibrary.load(); new WriteBatch() }
 
   /**
    * Opens a new, empty cold tier in a directory of its own under `parent` (the executor's local
@@ -108,7 +125,7 @@ object ColdTier extends Logging {
    * for operators' benefit and a UUID so that two providers never share it.
    */
   def create(parent: File, storeName: String): ColdTier = {
-    nativeLoaded
+    RocksDBLibrary.load()
     val dir = new File(LocalDirs.jvmDirUnder(parent), s"spillstore-$storeName-${UUID.randomUUID()}")
     try new ColdTier(dir) catch {
       case e: RocksDBException =>

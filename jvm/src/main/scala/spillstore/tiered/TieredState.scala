@@ -187,6 +187,7 @@ final class TieredState(
           l.endedBy = reason
           lease = null
           lastUsed = System.nanoTime()
+          if (cold != null) cold.idle()
           publishCounters()
         }
       }
@@ -654,6 +655,7 @@ final class TieredState(
       else {
         val freed = evict(bytes, entries)
         shrinkIfRequested()
+        if (cold != null) cold.idle()
         publishCounters()
         freed
       }

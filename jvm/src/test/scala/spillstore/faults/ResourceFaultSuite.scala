@@ -60,6 +60,17 @@ class ResourceFaultSuite extends AnyFunSuite {
     file.delete()
   }
 
+  test("a coldTierMemory that is not a size of at least 16m is rejected at init, naming the key") {
+    for (value <- Seq("", "lots", "1m", "-5g")) {
+      val conf = new SQLConf
+      conf.setConfString("spark.sql.streaming.stateStore.spillstore.coldTierMemory", value)
+      val e = intercept[IllegalArgumentException](withProvider(sqlConf = conf)((_, _) => ()))
+      assert(e.getMessage.contains(s"spark.sql.streaming.stateStore.spillstore.coldTierMemory="),
+        e.getMessage)
+      assert(e.getMessage.contains("expected a size >= 16m"), e.getMessage)
+    }
+  }
+
   test("an unusable local dir fails eviction naming the dir and the conf key; checkpoint intact") {
     // Valid at init; by the first eviction a regular file sits where the directory must go.
     val local = Files.createTempDirectory("local").toFile

@@ -1,0 +1,85 @@
+package spillstore.cold
+
+import org.rocksdb.{LRUCache, WriteBufferManager}
+
+import org.apache.spark.internal.Logging
+
+/**
+ * The native memory of all cold tiers of one executor JVM: one block cache and one write-buffer
+ * budget that every cold tier's RocksDB shares, as Spark's RocksDB provider does with
+ * `boundedMemoryUsage`. Memtables are charged to the block cache, and index and filter blocks
+ * live in it (pinned at high priority for level 0), so the cold tiers' native memory is bounded
+ * by one number, [[bytes]], however many stores an executor loads; without it each RocksDB had
+ * its own 8 MB cache, two 16 MB memtables and unbounded index and filter blocks.
+ *
+ * | state | owner | who may touch it |
+ * |---|---|---|
+ * | `requested`, `inUse` | this object, under its lock | [[configure]] (provider init, any task thread), [[shared]] (a cold tier opening) |
+ *
+ * The first cold tier opened fixes the size for the JVM's life (a RocksDB cache cannot be
+ * resized from Java): a later provider that asks for another size gets a WARN, not a second
+ * cache. The cache and the write-buffer manager are never closed: RocksDB instances reference
+ * them until they close, and a JVM holds one pair.
+ */
+object ColdMemory extends Logging {
+  /** The smallest bound that still holds two memtables and some blocks. */
+  final val MinBytes: Long = 16L << 20
+  /** Share of the bound that memtables may take before RocksDB flushes them. */
+  private val WriteBufferShare = 0.5
+  /** Share of the block cache kept for index and filter blocks. */
+  private val HighPriorityShare = 0.1
+
+  final class Shared private[ColdMemory] (val bytes: Long) {
+    // Default shard bits: RocksDB picks them from the capacity.
+    val cache = new LRUCache(bytes, -1, false, HighPriorityShare)
+    val writeBuffers = new WriteBufferManager((bytes * WriteBufferShare).toLong, cache)
+    /** A quarter of the write-buffer share, at most 16 MB: the manager flushes the largest
+     *  memtables when all stores' together reach the share. */
+    val memtableBytes: Long =
+      math.max(1L << 20, math.min(16L << 20, (bytes * WriteBufferShare).toLong / 4))
+  }
+
+  private var requested: Option[Long] = None
+  private var inUse: Shared = _
+
+  /**
+   * Sets the bound cold tiers opened from now on share; a no-op (with a WARN when it differs)
+   * once a cold tier has opened.
+   */
+  def configure(bytes: Long): Unit = synchronized {
+    require(bytes >= MinBytes, s"cold tier memory $bytes is below the minimum $MinBytes")
+    if (inUse == null) requested = Some(bytes)
+    else if (inUse.bytes != bytes) {
+      logWarning(s"spillstore's cold tiers in this JVM already share ${inUse.bytes} bytes of " +
+        s"native memory; a provider asks for $bytes, which applies only after a restart. Set " +
+        "the cold tier memory once for the application (its Spark conf).")
+    }
+  }
+
+  /** The pair every cold tier opened now shares (created on first use). */
+  def shared: Shared = synchronized {
+    if (inUse == null) {
+      RocksDBLibrary.load()
+      inUse = new Shared(requested.getOrElse(DefaultBytes))
+      logInfo(s"spillstore's cold tiers share ${inUse.bytes >> 20} MB of native memory " +
+        s"(block cache, with memtables up to ${(inUse.bytes * WriteBufferShare).toLong >> 20} MB)")
+    }
+    inUse
+  }
+
+  /** Without a provider's conf (tests, tools): 64 MB. */
+  private val DefaultBytes: Long = 64L << 20
+
+  /**
+   * The default bound for a heap budget: a quarter of it, within [16 MB, 1 GB], so that the
+   * executor's total is the heap budget plus a stated share of it.
+   */
+  def defaultFor(heapBudgetBytes: Long): Long =
+    math.max(MinBytes, math.min(1L << 30, heapBudgetBytes / 4))
+}
+
+/** RocksDB's native library, loaded once per JVM before any RocksDB object is made. */
+private[cold] object RocksDBLibrary {
+  private lazy val loaded: Unit = org.rocksdb.RocksDB.loadLibrary()
+  def load(): Unit = loaded
+}
