@@ -20,8 +20,8 @@ PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 
 
 def ok(provider: str, repetition: int, rate: float, **fields: object) -> RunResult:
-    values: dict[str, object] = dict(commit_ms=10.0, gc_s=1.0, peak_rss_mb=500.0,
-                                     state_rows=1000)
+    values: dict[str, object] = dict(commit_ms=10.0, gc_s=1.0, gc_share=0.025,
+                                     peak_rss_mb=500.0, state_rows=1000)
     values.update(fields)
     return RunResult("small", provider, repetition, 30.0, records_per_s=rate, **values)
 
@@ -79,9 +79,9 @@ def test_report_compares_with_spillstore_and_prints_failures() -> None:
     assert lines[1].split()[:4] == ["provider", "runs", "ok/failed", "records/s"]
     assert "vs spillstore" in lines[1]
     assert lines[2].split() == ["spillstore", "1/0", "100,000", "(100,000–100,000)", "1.00x",
-                                "10", "1.0", "500", "1,000"]
+                                "10", "1.0", "2.5%", "500", "-", "1,000"]
     assert lines[3].split()[4] == "0.50x"
-    assert lines[4].split() == ["rocksdb", "0/1"] + ["-"] * 6
+    assert lines[4].split() == ["rocksdb", "0/1"] + ["-"] * 8
     assert lines[5] == "  FAILED rocksdb rep 1: timeout after 1200 s"
     assert len(lines) == 6
 
@@ -91,6 +91,18 @@ def test_report_falls_back_to_hdfs_when_spillstore_has_no_rate() -> None:
     lines = format_report(PRESETS["small"], summarize(runs)).splitlines()
     assert "vs hdfs" in lines[1]
     assert [line.split()[4] for line in lines[2:5]] == ["-", "1.00x", "0.50x"]
+
+
+def test_hit_ratio_is_the_median_of_spillstores_runs() -> None:
+    runs = [ok("spillstore", 1, 100.0, hit_ratio=0.9), ok("spillstore", 2, 100.0, hit_ratio=0.97),
+            ok("spillstore", 3, 100.0, hit_ratio=0.95), ok("rocksdb", 1, 50.0)]
+    spill, rocks = summarize(runs)
+    assert (spill.hit_ratio, rocks.hit_ratio) == (0.95, None)
+    lines = format_report(PRESETS["onehit"], [spill, rocks]).splitlines()
+    assert lines[0].startswith("onehit: 10,000 hot keys taking 90% of the rows, the rest on "
+                               "keys seen once"), lines[0]
+    assert lines[0].endswith("spillstore memoryBudget 32m"), lines[0]
+    assert lines[2].split()[9] == "95.0%" and lines[3].split()[9] == "-"
 
 
 def test_plot_marks_failures(tmp_path: Path) -> None:

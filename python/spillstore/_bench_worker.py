@@ -52,7 +52,7 @@ def _measure(spark: Any, preset: Preset, checkpoint: str, timeout_s: float
               .option("rowsPerBatch", preset.rows_per_batch)
               .option("numPartitions", 2)
               .load())
-    key = _skewed_key(preset.keys) if preset.skewed else F.col("value") % F.lit(preset.keys)
+    key = _key(preset)
     counts = (stream.select(key.alias("key"), "value").groupBy("key")
               .agg(F.count("*").alias("count"), F.sum("value").alias("sum")))
     query = (counts.writeStream.queryName("spillstore_bench").outputMode("update")
@@ -62,8 +62,10 @@ def _measure(spark: Any, preset: Preset, checkpoint: str, timeout_s: float
         if progresses is None:
             return None
         jvm = spark._jvm
-        gc_ms = sum(max(0, bean.getCollectionTime()) for bean in
-                    jvm.java.lang.management.ManagementFactory.getGarbageCollectorMXBeans())
+        management = jvm.java.lang.management.ManagementFactory
+        gc_ms = sum(max(0, bean.getCollectionTime())
+                    for bean in management.getGarbageCollectorMXBeans())
+        uptime_ms = management.getRuntimeMXBean().getUptime()
         peak_rss_mb = _peak_rss_mb(jvm.java.lang.ProcessHandle.current().pid())
     finally:
         # Stopping interrupts the batch in flight, which Spark logs as errors: not news.
@@ -77,9 +79,37 @@ def _measure(spark: Any, preset: Preset, checkpoint: str, timeout_s: float
         "records_per_s": round(rows / (busy_ms / 1000), 1),
         "commit_ms": statistics.median(p["stateOperators"][0]["commitTimeMs"] for p in measured),
         "gc_s": round(gc_ms / 1000, 2),
+        "gc_share": round(gc_ms / uptime_ms, 4) if uptime_ms > 0 else None,
+        "hit_ratio": _hit_ratio(measured),
         "peak_rss_mb": peak_rss_mb,
         "state_rows": _state_rows(spark, checkpoint),
     }
+
+
+def _key(preset: Preset) -> Any:
+    """The grouping key of the preset's rows, from the rate source's ``value``."""
+    from pyspark.sql import functions as F
+
+    if preset.one_hit_share:
+        # value is unique and increasing: keys + value is never seen twice.
+        bucket = F.pmod(F.xxhash64("value"), F.lit(1_000_003)) / F.lit(1_000_003.0)
+        hot = F.pmod(F.xxhash64(F.col("value"), F.lit(1)), F.lit(preset.keys))
+        return F.when(bucket < F.lit(preset.one_hit_share), F.lit(preset.keys) + F.col("value")
+                      ).otherwise(hot)
+    if preset.skewed:
+        return _skewed_key(preset.keys)
+    return F.col("value") % F.lit(preset.keys)
+
+
+def _hit_ratio(progresses: Sequence[dict[str, Any]]) -> float | None:
+    """spillstore's heap hits over lookups in these batches; ``None`` for other providers."""
+    hits = misses = 0
+    for p in progresses:
+        for operator in p.get("stateOperators") or []:
+            custom = operator.get("customMetrics") or {}
+            hits += int(custom.get("spillstoreCacheHits", 0))
+            misses += int(custom.get("spillstoreCacheMisses", 0))
+    return round(hits / (hits + misses), 4) if hits + misses else None
 
 
 def _state_rows(spark: Any, checkpoint: str) -> int | None:
@@ -103,7 +133,10 @@ def main(argv: Sequence[str]) -> int:
                .config("spark.driver.memory", preset.driver_memory)
                .config("spark.local.dir", str(workdir / "local")))
     if provider == "spillstore":
-        configure(builder, **spec["options"])
+        options = dict(spec["options"])
+        if preset.memory_budget:
+            options.setdefault("memoryBudget", preset.memory_budget)
+        configure(builder, **options)
     else:
         builder.config(PROVIDER_CLASS_CONF, _PROVIDERS[provider])
         for key, value in _SPARK_PROVIDER_CONFS.get(provider, {}).items():

@@ -63,12 +63,22 @@ class Preset:
     skewed: bool = False
     """Zipf-like keys (``cli._skewed_key``) instead of ``value % keys``, which fills the key
     space in order."""
+    one_hit_share: float = 0.0
+    """Share of the rows whose key is new and never seen again (a scan through the cache);
+    the other rows spread uniformly over the ``keys`` hot keys."""
+    memory_budget: str | None = None
+    """spillstore's ``memoryBudget`` for the preset (a preset about eviction sets one smaller
+    than its state); ``None``: spillstore's default, a share of the driver memory."""
 
     def describe(self) -> str:
         """One line naming every parameter of the workload."""
-        return (f"{self.name}: {self.keys:,} {'skewed' if self.skewed else 'uniform'} keys, "
-                f"{self.batches} batches of {self.rows_per_batch:,} rows measured after "
-                f"{WARMUP_BATCHES} warm-up batch, driver memory {self.driver_memory}")
+        kind = "skewed" if self.skewed else "uniform"
+        keys = (f"{self.keys:,} hot keys taking {1 - self.one_hit_share:.0%} of the rows, the "
+                f"rest on keys seen once" if self.one_hit_share else f"{self.keys:,} {kind} keys")
+        budget = f", spillstore memoryBudget {self.memory_budget}" if self.memory_budget else ""
+        return (f"{self.name}: {keys}, {self.batches} batches of {self.rows_per_batch:,} rows "
+                f"measured after {WARMUP_BATCHES} warm-up batch, driver memory "
+                f"{self.driver_memory}{budget}")
 
 
 PRESETS = {
@@ -79,10 +89,15 @@ PRESETS = {
                skewed=True),
         Preset("large", keys=25_000_000, rows_per_batch=1_000_000, batches=25,
                driver_memory="1g"),
+        Preset("onehit", keys=10_000, rows_per_batch=500_000, batches=12, driver_memory="1g",
+               one_hit_share=0.1, memory_budget="32m"),
     )
 }
 """``small``: state that fits the heap; ``skewed``: hot keys and a long cold tail; ``large``:
-25M keys, far beyond a 1 GB driver (Spark's default provider is expected to die in GC)."""
+25M distinct keys, far beyond a 1 GB driver (Spark's default provider is expected to die in
+GC); ``onehit``: a hot set that fits plus a stream of keys seen once, several times the budget
+over the run (a cache must keep the hot set: the oracle that knows it hits on every lookup
+after the warm-up batch, since a new key's lookup is answered without RocksDB)."""
 
 
 @dataclass(frozen=True)
@@ -102,6 +117,10 @@ class RunResult:
     """Median over the measured batches of ``stateOperators[0].commitTimeMs``."""
     gc_s: float | None = None
     """Collection time of all the driver JVM's collectors over its life."""
+    gc_share: float | None = None
+    """``gc_s`` over the driver JVM's uptime when the measured batches were done."""
+    hit_ratio: float | None = None
+    """spillstore's heap hits over lookups in the measured batches (None for the others)."""
     peak_rss_mb: float | None = None
     """The driver JVM's peak resident set (``VmHWM``) when the measured batches were done."""
     state_rows: int | None = None
@@ -209,6 +228,8 @@ class Summary:
     records_max: float | None = None
     commit_ms: float | None = None
     gc_s: float | None = None
+    gc_share: float | None = None
+    hit_ratio: float | None = None
     peak_rss_mb: float | None = None
     """The highest peak over the runs."""
     state_rows: tuple[int, ...] = ()
@@ -242,6 +263,8 @@ def summarize(results: Sequence[RunResult]) -> list[Summary]:
             records_max=max(rates, default=None),
             commit_ms=_median([r.commit_ms for r in ok]),
             gc_s=_median([r.gc_s for r in ok]),
+            gc_share=_median([r.gc_share for r in ok]),
+            hit_ratio=_median([r.hit_ratio for r in ok]),
             peak_rss_mb=max(rss, default=None),
             state_rows=tuple(sorted({r.state_rows for r in ok if r.state_rows is not None})),
             failures=tuple(f"rep {r.repetition}: {r.failure}" for r in runs if not r.ok),
@@ -263,15 +286,19 @@ def _num(value: float | None, digits: int = 0) -> str:
 
 
 _HEADER = ("provider", "runs ok/failed", "records/s median (min–max)", "vs {}",
-           "commit ms", "GC s", "peak RSS MB", "state rows")
+           "commit ms", "GC s", "GC %", "peak RSS MB", "hit ratio", "state rows")
+
+
+def _percent(value: float | None) -> str:
+    return "-" if value is None else f"{value:.1%}"
 
 
 def format_report(preset: Preset, summaries: Sequence[Summary]) -> str:
     """The table of one preset: a line per provider, then one line per failed run.
 
     The ratio column divides each provider's median records/s by spillstore's (by hdfs'
-    when spillstore has none); commit ms and GC s are medians over the completed runs, peak
-    RSS is their maximum.
+    when spillstore has none); commit ms, GC s, GC % (of the JVM's uptime) and the hit ratio
+    (spillstore's) are medians over the completed runs, peak RSS is their maximum.
     """
     base = _baseline(summaries)
     header = [h.format(base.provider if base else "-") for h in _HEADER]
@@ -283,7 +310,8 @@ def format_report(preset: Preset, summaries: Sequence[Summary]) -> str:
                  if base and base.records_per_s and s.records_per_s is not None else "-")
         state = "–".join(dict.fromkeys(f"{n:,}" for n in s.state_rows[:1] + s.state_rows[-1:]))
         rows.append([s.provider, f"{s.ok}/{s.failed}", rate, ratio, _num(s.commit_ms),
-                     _num(s.gc_s, 1), _num(s.peak_rss_mb), state or "-"])
+                     _num(s.gc_s, 1), _percent(s.gc_share), _num(s.peak_rss_mb),
+                     _percent(s.hit_ratio), state or "-"])
     widths = [max(len(row[i]) for row in rows) for i in range(len(header))]
     lines = [preset.describe()]
     for row in rows:
@@ -294,39 +322,61 @@ def format_report(preset: Preset, summaries: Sequence[Summary]) -> str:
 
 
 def plot(summaries: Sequence[Summary], path: str) -> None:
-    """Draw a bar chart of records/s (median, error bars min–max) per provider, grouped by
-    preset, into ``path`` (PNG); a provider with failed runs gets ``n/m failed`` over its bar
-    (a bar of height 0 when none completed). Needs matplotlib (``spillstore[bench]``)."""
+    """Draw the runs into ``path`` (PNG), one panel per measure, bars grouped by preset with
+    one per provider: records/s (median, error bars min–max), peak RSS, GC share of the
+    JVM's uptime and spillstore's hit ratio. A provider with failed runs gets ``n/m failed``
+    over its records/s bar (a bar of height 0 when none completed). Needs matplotlib
+    (``spillstore[bench]``)."""
     from matplotlib.figure import Figure
-    from matplotlib.ticker import StrMethodFormatter
+    from matplotlib.ticker import PercentFormatter, StrMethodFormatter
 
     presets = list(dict.fromkeys(s.preset for s in summaries))
     providers = list(dict.fromkeys(s.provider for s in summaries))
     by_key = {(s.preset, s.provider): s for s in summaries}
     width = 0.8 / len(providers)
-    fig = Figure(figsize=(max(6.0, 2.2 * len(presets) + 2), 4.5), layout="constrained")
-    ax = fig.subplots()
+    fig = Figure(figsize=(max(9.0, 3.0 * len(presets) + 3), 8.0), layout="constrained")
+    axes = fig.subplots(2, 2).flatten()
+
+    def cells(provider: str) -> list[tuple[float, Summary]]:
+        placed = [(j, by_key[(preset, provider)]) for j, preset in enumerate(presets)
+                  if (preset, provider) in by_key]
+        offset = (providers.index(provider) - (len(providers) - 1) / 2) * width
+        return [(j + offset, s) for j, s in placed]
+
+    rate_ax = axes[0]
     top = max((s.records_max or 0.0 for s in summaries), default=0.0) or 1.0
-    for i, provider in enumerate(providers):
-        cells = [(j, by_key[(preset, provider)]) for j, preset in enumerate(presets)
-                 if (preset, provider) in by_key]
-        xs = [j + (i - (len(providers) - 1) / 2) * width for j, _ in cells]
-        heights = [s.records_per_s or 0.0 for _, s in cells]
-        errors = [[h - (s.records_min or h) for h, (_, s) in zip(heights, cells)],
-                  [(s.records_max or h) - h for h, (_, s) in zip(heights, cells)]]
-        ax.bar(xs, heights, width * 0.95, yerr=errors, capsize=3, label=provider)
-        for x, h, (_, s) in zip(xs, heights, cells):
+    for provider in providers:
+        placed = cells(provider)
+        heights = [s.records_per_s or 0.0 for _, s in placed]
+        errors = [[h - (s.records_min or h) for h, (_, s) in zip(heights, placed)],
+                  [(s.records_max or h) - h for h, (_, s) in zip(heights, placed)]]
+        rate_ax.bar([x for x, _ in placed], heights, width * 0.95, yerr=errors, capsize=3,
+                    label=provider)
+        for h, (x, s) in zip(heights, placed):
             if s.failed:
-                ax.text(x, max(h, s.records_max or 0.0) + top * 0.02,
-                        f"{s.failed}/{s.ok + s.failed} failed", rotation=90, ha="center",
-                        va="bottom", color="firebrick", fontsize=8)
-    ax.set_xticks(range(len(presets)), presets)
-    ax.set_ylim(0, top * 1.35)
-    ax.yaxis.set_major_formatter(StrMethodFormatter("{x:,.0f}"))
-    ax.set_ylabel("records/s (median; bars: min–max)")
-    ax.set_title("spillstore bench: streaming count + sum per key, local[2]")
-    ax.legend()
-    fig.savefig(path, dpi=120)
+                rate_ax.text(x, max(h, s.records_max or 0.0) + top * 0.02,
+                             f"{s.failed}/{s.ok + s.failed} failed", rotation=90, ha="center",
+                             va="bottom", color="firebrick", fontsize=8)
+    rate_ax.set_ylim(0, top * 1.35)
+    rate_ax.yaxis.set_major_formatter(StrMethodFormatter("{x:,.0f}"))
+    rate_ax.set_ylabel("records/s (median; bars: min–max)")
+    rate_ax.legend()
+
+    panels = ((axes[1], "peak_rss_mb", "peak RSS MB (max of runs)", None),
+              (axes[2], "gc_share", "GC time / JVM uptime (median)", PercentFormatter(1.0)),
+              (axes[3], "hit_ratio", "spillstore heap hit ratio (median)", PercentFormatter(1.0)))
+    for ax, field, label, formatter in panels:
+        for provider in providers:
+            placed = [(x, getattr(s, field)) for x, s in cells(provider)]
+            ax.bar([x for x, _ in placed], [v or 0.0 for _, v in placed], width * 0.95,
+                   label=provider)
+        ax.set_ylabel(label)
+        if formatter is not None:
+            ax.yaxis.set_major_formatter(formatter)
+    for ax in axes:
+        ax.set_xticks(range(len(presets)), presets)
+    fig.suptitle("spillstore bench: streaming count + sum per key, local[2]")
+    fig.savefig(path, dpi=110)
 
 
 def _providers(text: str) -> list[str]:
