@@ -4,6 +4,7 @@ import org.apache.spark.sql.catalyst.expressions.UnsafeRow
 import org.apache.spark.sql.execution.streaming.state._
 import org.apache.spark.unsafe.Platform
 
+import spillstore.heap.KeyValue
 import spillstore.metrics.SpillStoreMetrics
 import spillstore.tiered.{Lease, TierCounters}
 
@@ -37,17 +38,15 @@ final class SpillStateStore private[spillstore] (
   // column family (4.x) and wrapped iterators into its iterator type.
   private[spillstore] def getValue(key: UnsafeRow): UnsafeRow = {
     use()
-    val v = live.get(key)
-    if (v == null) null else valueRow(v)
+    val kv = live.get(key)
+    if (kv == null) null else valueRow(kv, key.getSizeInBytes)
   }
 
   private[spillstore] def putValue(key: UnsafeRow, value: UnsafeRow): Unit = {
     require(value != null, "Cannot put a null value")
     checkWritable()
-    val bytes = new Array[Byte](value.getSizeInBytes)
-    value.writeToMemory(bytes, Platform.BYTE_ARRAY_OFFSET)
     use()
-    live.put(key, bytes)
+    live.put(key, value)
   }
 
   private[spillstore] def removeKey(key: UnsafeRow): Unit = {
@@ -141,18 +140,19 @@ final class SpillStateStore private[spillstore] (
     state = Committed
   }
 
-  private def valueRow(bytes: Array[Byte]): UnsafeRow = {
+  /** The value packed after a key of `keyLength` bytes in `kv`. */
+  private def valueRow(kv: Array[Byte], keyLength: Int): UnsafeRow = {
     val row = new UnsafeRow(valueFields)
-    row.pointTo(bytes, bytes.length)
+    row.pointTo(kv, Platform.BYTE_ARRAY_OFFSET + keyLength, kv.length - keyLength)
     row
   }
 
-  private def pairs(entries: Iterator[(Array[Byte], Array[Byte])]): Iterator[UnsafeRowPair] = {
+  private def pairs(entries: Iterator[KeyValue]): Iterator[UnsafeRowPair] = {
     val pair = new UnsafeRowPair()
-    entries.map { case (k, v) =>
+    entries.map { kv =>
       val key = new UnsafeRow(keyFields)
-      key.pointTo(k, k.length)
-      pair.withRows(key, valueRow(v))
+      key.pointTo(kv.kv, kv.keyLength)
+      pair.withRows(key, valueRow(kv.kv, kv.keyLength))
     }
   }
 

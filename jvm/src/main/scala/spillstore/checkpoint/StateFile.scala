@@ -47,6 +47,11 @@ object StateFile {
   trait RecordSink {
     def put(key: Array[Byte], value: Array[Byte]): Unit
     def remove(key: Array[Byte]): Unit
+    /** A put whose key and value are packed in one array, key first (a heap entry's). */
+    def putPacked(kv: Array[Byte], keyLength: Int): Unit =
+      put(JArrays.copyOf(kv, keyLength), JArrays.copyOfRange(kv, keyLength, kv.length))
+    /** A removal of the key packed first in `kv`. */
+    def removePacked(kv: Array[Byte], keyLength: Int): Unit = remove(JArrays.copyOf(kv, keyLength))
     /** A record as readers return it: a null value is a removal. */
     final def record(key: Array[Byte], value: Array[Byte]): Unit =
       if (value == null) remove(key) else put(key, value)
@@ -71,9 +76,16 @@ object StateFile {
     private val compressed = codec.compress(out)
     private val body = new DataOutputStream(new BufferedOutputStream(compressed, 64 * 1024))
 
-    def put(key: Array[Byte], value: Array[Byte]): Unit = encode(key, value)
+    def put(key: Array[Byte], value: Array[Byte]): Unit =
+      encode(key, key.length, value, 0, value.length)
 
-    def remove(key: Array[Byte]): Unit = encode(key, null)
+    def remove(key: Array[Byte]): Unit = encode(key, key.length, null, 0, 0)
+
+    override def putPacked(kv: Array[Byte], keyLength: Int): Unit =
+      encode(kv, keyLength, kv, keyLength, kv.length - keyLength)
+
+    override def removePacked(kv: Array[Byte], keyLength: Int): Unit =
+      encode(kv, keyLength, null, 0, 0)
 
     def numRecords: Long = records
     def numBytes: Long = out.count
@@ -94,23 +106,28 @@ object StateFile {
     // One record is encoded whole, then checksummed and written in one call each: per-field
     // stream writes and checksum updates cost more than the bytes on the commit path.
     private var scratch = new Array[Byte](1024)
+    // The previous key: the first `lastKeyLength` bytes of `lastKey` (arrays are never mutated).
     private var lastKey: Array[Byte] = _
+    private var lastKeyLength = 0
 
-    private def encode(key: Array[Byte], value: Array[Byte]): Unit = {
+    /** Key: `key`'s first `keyLen` bytes; value: `valueLen` bytes of `value` from `valueFrom`. */
+    private def encode(key: Array[Byte], keyLen: Int, value: Array[Byte], valueFrom: Int,
+        valueLen: Int): Unit = {
       if (format >= 2) {
-        if (lastKey != null && JArrays.compareUnsigned(lastKey, key) >= 0) {
+        if (lastKey != null &&
+          JArrays.compareUnsigned(lastKey, 0, lastKeyLength, key, 0, keyLen) >= 0) {
           throw new IllegalArgumentException(s"${kind.suffix} $version: keys must be written " +
             s"once each, in ascending unsigned order (file format $format)")
         }
         lastKey = key
+        lastKeyLength = keyLen
       }
-      val valueLen = if (value == null) 0 else value.length
-      val n = 8 + key.length + valueLen
+      val n = 8 + keyLen + valueLen
       if (n > scratch.length) scratch = new Array[Byte](math.max(n, scratch.length * 2))
-      putInt(scratch, 0, key.length)
-      System.arraycopy(key, 0, scratch, 4, key.length)
-      putInt(scratch, 4 + key.length, if (value == null) -1 else valueLen)
-      if (value != null) System.arraycopy(value, 0, scratch, 8 + key.length, valueLen)
+      putInt(scratch, 0, keyLen)
+      System.arraycopy(key, 0, scratch, 4, keyLen)
+      putInt(scratch, 4 + keyLen, if (value == null) -1 else valueLen)
+      if (value != null) System.arraycopy(value, valueFrom, scratch, 8 + keyLen, valueLen)
       crc.update(scratch, 0, n)
       body.write(scratch, 0, n)
       records += 1

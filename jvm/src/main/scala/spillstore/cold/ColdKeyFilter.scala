@@ -48,7 +48,7 @@ final class ColdKeyFilter(firstCapacity: Int = ColdKeyFilter.FirstCapacity,
   }
 
   /** Adds a key; true if this add made the filter give up (past `maxBytes`). */
-  def add(key: Array[Byte], hash: Int): Boolean = {
+  def add(base: AnyRef, offset: Long, length: Int, hash: Int): Boolean = {
     if (saturated) return false
     if (layers.isEmpty || layers.head.isFull) {
       val capacity = if (layers.isEmpty) firstCapacity else layers.head.capacity * 2
@@ -61,7 +61,7 @@ final class ColdKeyFilter(firstCapacity: Int = ColdKeyFilter.FirstCapacity,
       layers = new Layer(capacity) :: layers
       layerBytes += Layer.bytes(capacity)
     }
-    layers.head.add(hash64(key, Platform.BYTE_ARRAY_OFFSET, key.length, hash))
+    layers.head.add(hash64(base, offset, length, hash))
     false
   }
 

@@ -7,7 +7,8 @@ import org.apache.spark.unsafe.hash.Murmur3_x86_32
 
 /**
  * The live state as on-heap entries: a chained hash table whose nodes also carry the open
- * batch's undo information and a CLOCK reference bit.
+ * batch's flags and a CLOCK reference bit; the values a batch replaced are kept beside its
+ * change list, so the entry of a key no batch is changing carries no undo field.
  *
  * Updates are in place. The first change of a key in a batch records its committed value and
  * appends the entry to the batch's change list, so the change list is the batch's squashed
@@ -35,7 +36,7 @@ final class HeapTier(listener: HeapTier.Listener = HeapTier.NoListener) {
   private var dense = new Array[Entry](InitialCapacity)
   /**
    * 1 where the entry in the same slot of `dense` is pinned (changed in the open batch, or
-   * selected for eviction), mirroring `flags != 0`. The CLOCK hand skips pinned slots without
+   * selected for eviction), mirroring `Entry.pinned`. The CLOCK hand skips pinned slots without
    * touching their entries: late in a batch that misses a lot most of the heap is pinned, and
    * a sweep through the entries themselves cost a cache miss per slot (43 % of a 50 %-hit run).
    */
@@ -46,6 +47,8 @@ final class HeapTier(listener: HeapTier.Listener = HeapTier.NoListener) {
   private var hand = 0
   /** The open batch's changed entries, each once, in first-change order: `changes(0 until changeCount)`. */
   private var changes = new Array[Entry](InitialCapacity)
+  /** `undos(i)`: the committed `kv` of `changes(i)` before the batch, when it existed. */
+  private var undos = new Array[Array[Byte]](InitialCapacity)
   private var changeCount = 0
   /** Bytes of the committed values the open batch replaced (kept for abort). */
   private var undoBytes = 0L
@@ -54,12 +57,12 @@ final class HeapTier(listener: HeapTier.Listener = HeapTier.NoListener) {
   def numChanges: Int = changeCount
 
   /**
-   * Entries' bytes; the hash table, the dense array, the pins and the change list (4 bytes a
-   * reference with compressed oops, 1 a pin); the open batch's undo values; and what the
+   * Entries' bytes; the hash table, the dense array, the pins and the change and undo lists
+   * (4 bytes a reference with compressed oops, 1 a pin); the open batch's undo values; and what the
    * listener (the prefix index) keeps per entry.
    */
   def estimatedBytes: Long = byteCount + table.length.toLong * 4 + dense.length.toLong * 5 +
-    changes.length.toLong * 4 + undoBytes + listener.estimatedBytes
+    changes.length.toLong * 8 + undoBytes + listener.estimatedBytes
 
   /** Entries (live or tombstones) at positions [0, numSlots); see [[entryAt]]. */
   def numSlots: Int = entriesInTable
@@ -76,25 +79,25 @@ final class HeapTier(listener: HeapTier.Listener = HeapTier.NoListener) {
   }
 
 
-  /** Sets an entry's value in the open batch. */
-  def update(e: Entry, value: Array[Byte]): Unit = {
+  /** Sets an entry's key and value (`kv`: the entry's key, then the new value) in the open batch. */
+  def update(e: Entry, kv: Array[Byte]): Unit = {
     recordChange(e)
-    setValue(e, value)
+    setLive(e, kv)
     touch(e)
   }
 
   /** Adds a key the committed state does not have, in the open batch. */
-  def insertChanged(hash: Int, key: Array[Byte], value: Array[Byte]): Entry = {
-    val e = insert(hash, key)
+  def insertChanged(hash: Int, kv: Array[Byte], keyLength: Int): Entry = {
+    val e = insert(hash, kv, keyLength)
     recordChange(e)
-    setValue(e, value)
+    setLive(e, kv)
     e
   }
 
   /** Removes a live entry in the open batch (it stays as a tombstone until commit). */
   def removeEntry(e: Entry): Unit = {
     recordChange(e)
-    setValue(e, null)
+    setDead(e)
   }
 
   /** The open batch's changed entries, each once, in first-change order. */
@@ -111,8 +114,7 @@ final class HeapTier(listener: HeapTier.Listener = HeapTier.NoListener) {
     while (i < changeCount) {
       val e = changes(i)
       if (!e.isLive) unlink(e) else pins(e.slot) = 0
-      e.undo = null
-      e.flags = 0
+      e.clear(Entry.Changed | Entry.Existed)
       i += 1
     }
     resetChanges()
@@ -123,9 +125,8 @@ final class HeapTier(listener: HeapTier.Listener = HeapTier.NoListener) {
     var i = changeCount - 1
     while (i >= 0) {
       val e = changes(i)
-      if (e.existed) { setValue(e, e.undo); pins(e.slot) = 0 } else { setValue(e, null); unlink(e) }
-      e.undo = null
-      e.flags = 0
+      if (e.existed) { setLive(e, undos(i)); pins(e.slot) = 0 } else { setDead(e); unlink(e) }
+      e.clear(Entry.Changed | Entry.Existed)
       i -= 1
     }
     resetChanges()
@@ -134,31 +135,36 @@ final class HeapTier(listener: HeapTier.Listener = HeapTier.NoListener) {
   // A big batch (a preload, a recovery) must not leave a change-list array as large as the
   // state behind for good: 4 bytes an entry, the per-entry cost a heap tier is measured by.
   private def resetChanges(): Unit = {
-    if (changes.length > ChangeListKeep) changes = new Array[Entry](ChangeListKeep)
-    else java.util.Arrays.fill(changes.asInstanceOf[Array[AnyRef]], 0, changeCount, null)
+    if (changes.length > ChangeListKeep) {
+      changes = new Array[Entry](ChangeListKeep)
+      undos = new Array[Array[Byte]](ChangeListKeep)
+    } else {
+      java.util.Arrays.fill(changes.asInstanceOf[Array[AnyRef]], 0, changeCount, null)
+      java.util.Arrays.fill(undos.asInstanceOf[Array[AnyRef]], 0, changeCount, null)
+    }
     changeCount = 0
     undoBytes = 0
   }
 
   /** Adds a committed entry outside any batch (recovery, promotion). */
-  def insertCommitted(hash: Int, key: Array[Byte], value: Array[Byte], cold: Byte): Entry = {
-    val e = insert(hash, key)
-    setValue(e, value)
+  def insertCommitted(hash: Int, kv: Array[Byte], keyLength: Int, cold: Byte): Entry = {
+    val e = insert(hash, kv, keyLength)
+    setLive(e, kv)
     e.cold = cold
     e
   }
 
-  /** Replaces a committed entry's value outside any batch (recovery). */
-  def setCommitted(e: Entry, value: Array[Byte]): Unit = {
-    setValue(e, value)
+  /** Replaces a committed entry's key and value outside any batch (recovery). */
+  def setCommitted(e: Entry, kv: Array[Byte]): Unit = {
+    setLive(e, kv)
     if (e.cold == Entry.ColdClean) e.cold = Entry.ColdStale
   }
 
   /** Drops a committed entry outside any batch (recovery replaying a removal, eviction). */
   def dropCommitted(e: Entry): Unit = {
-    setValue(e, null)
+    setDead(e)
     unlink(e)
-    e.flags = 0
+    e.clear(Entry.Changed | Entry.Existed | Entry.Selected)
   }
 
   /**
@@ -176,15 +182,15 @@ final class HeapTier(listener: HeapTier.Listener = HeapTier.NoListener) {
       budget -= 1
       if (pins(slot) == 0) {
         val e = dense(slot)
-        if (e.referenced) e.referenced = false
-        else if (e.isLive) { e.flags = Entry.Selected; pins(slot) = 1; return e }
+        if (e.has(Entry.Referenced)) e.clear(Entry.Referenced)
+        else if (e.isLive) { e.set(Entry.Selected); pins(slot) = 1; return e }
       }
     }
     null
   }
 
   /** Returns a selected victim that was not evicted after all. */
-  def unselect(e: Entry): Unit = { e.flags = 0; pins(e.slot) = 0 }
+  def unselect(e: Entry): Unit = { e.clear(Entry.Selected); pins(e.slot) = 0 }
 
   def clear(): Unit = {
     listener.cleared()
@@ -201,8 +207,8 @@ final class HeapTier(listener: HeapTier.Listener = HeapTier.NoListener) {
   private def find(base: AnyRef, offset: Long, length: Int, hash: Int): Entry = {
     var e = table(hash & (table.length - 1))
     while (e != null) {
-      if (e.hash == hash && e.key.length == length &&
-        ByteArrayMethods.arrayEquals(e.key, Platform.BYTE_ARRAY_OFFSET, base, offset, length)) {
+      if (e.hash == hash && e.keyLength == length &&
+        ByteArrayMethods.arrayEquals(e.kv, Platform.BYTE_ARRAY_OFFSET, base, offset, length)) {
         return e
       }
       e = e.chainNext
@@ -210,9 +216,9 @@ final class HeapTier(listener: HeapTier.Listener = HeapTier.NoListener) {
     null
   }
 
-  private def insert(hash: Int, key: Array[Byte]): Entry = {
+  private def insert(hash: Int, kv: Array[Byte], keyLength: Int): Entry = {
     if (entriesInTable >= table.length - (table.length >>> 2)) grow()
-    val e = new Entry(hash, key)
+    val e = new Entry(hash, kv, keyLength)
     val slot = hash & (table.length - 1)
     e.chainNext = table(slot)
     table(slot) = e
@@ -220,7 +226,7 @@ final class HeapTier(listener: HeapTier.Listener = HeapTier.NoListener) {
     e.slot = entriesInTable
     dense(entriesInTable) = e
     entriesInTable += 1
-    byteCount += Entry.bytes(key, null)
+    byteCount += e.bytes
     listener.inserted(e)
     e
   }
@@ -240,31 +246,36 @@ final class HeapTier(listener: HeapTier.Listener = HeapTier.NoListener) {
     dense(entriesInTable) = null
     pins(entriesInTable) = 0
     e.slot = -1
-    byteCount -= Entry.bytes(e.key, null)
+    byteCount -= e.bytes
     listener.unlinked(e)
   }
 
-  private def setValue(e: Entry, v: Array[Byte]): Unit = {
-    val old = e.value
-    if (old != null) { byteCount -= old.length; liveCount -= 1 }
-    if (v != null) { byteCount += v.length; liveCount += 1 }
-    e.value = v
+  /** Gives a linked entry `kv` (its own key first) and makes it live. */
+  private def setLive(e: Entry, kv: Array[Byte]): Unit = {
+    byteCount += kv.length - e.kv.length
+    e.kv = kv
+    if (!e.isLive) { e.set(Entry.Live); liveCount += 1 }
   }
 
+  /** Makes a linked entry a tombstone; it keeps `kv` for its key. */
+  private def setDead(e: Entry): Unit = if (e.isLive) { e.clear(Entry.Live); liveCount -= 1 }
+
   private def recordChange(e: Entry): Unit = if (!e.changed) {
-    e.flags = if (e.isLive) (Entry.Changed | Entry.Existed).toByte else Entry.Changed
-    e.undo = e.value
-    if (e.undo != null) undoBytes += e.undo.length + ArrayHeader
+    e.set(if (e.isLive) Entry.Changed | Entry.Existed else Entry.Changed)
+    if (changeCount == changes.length) {
+      changes = java.util.Arrays.copyOf(changes, changeCount * 2)
+      undos = java.util.Arrays.copyOf(undos, changeCount * 2)
+    }
+    if (e.isLive) { undos(changeCount) = e.kv; undoBytes += e.kv.length + ArrayHeader }
     pins(e.slot) = 1
     // Conservative: after an abort the cold copy is rewritten once more than needed.
     if (e.cold == Entry.ColdClean) e.cold = Entry.ColdStale
-    if (changeCount == changes.length) changes = java.util.Arrays.copyOf(changes, changeCount * 2)
     changes(changeCount) = e
     changeCount += 1
   }
 
   // Written only when clear, so hot entries' cache lines are not dirtied on every read.
-  private def touch(e: Entry): Unit = if (!e.referenced) e.referenced = true
+  private def touch(e: Entry): Unit = if (!e.has(Entry.Referenced)) e.set(Entry.Referenced)
 
   /**
    * Gives back array capacity after many entries left (evictions, removals), so that the heap
@@ -329,8 +340,11 @@ object HeapTier {
   }
 
   /** The hash Spark's `UnsafeRow.hashCode` gives the same bytes. */
-  def hashOf(bytes: Array[Byte]): Int =
-    Murmur3_x86_32.hashUnsafeWords(bytes, Platform.BYTE_ARRAY_OFFSET, bytes.length, 42)
+  def hashOf(bytes: Array[Byte]): Int = hashOf(bytes, bytes.length)
+
+  /** [[hashOf]] of the first `length` bytes (a key packed with its value). */
+  def hashOf(bytes: Array[Byte], length: Int): Int =
+    Murmur3_x86_32.hashUnsafeWords(bytes, Platform.BYTE_ARRAY_OFFSET, length, 42)
 
   def copyOf(base: AnyRef, offset: Long, length: Int): Array[Byte] = {
     val a = new Array[Byte](length)

@@ -22,7 +22,8 @@ object KeyOrder {
     var positions = new Array[Int](n)
     var i = 0
     while (i < n) {
-      prefixes(i) = prefixAfter(entries(i).key, shared)
+      val e = entries(i)
+      prefixes(i) = prefixAfter(e.kv, e.keyLength, shared)
       positions(i) = i
       i += 1
     }
@@ -67,25 +68,26 @@ object KeyOrder {
 
   /** How many leading bytes every key has in common. */
   private def sharedPrefixLength(entries: collection.IndexedSeq[Entry]): Int = {
-    val first = entries(0).key
-    var shared = first.length
+    val first = entries(0).kv
+    var shared = entries(0).keyLength
     var i = 1
     while (i < entries.size && shared > 0) {
-      val key = entries(i).key
-      val m = JArrays.mismatch(first, 0, shared, key, 0, math.min(shared, key.length))
+      val e = entries(i)
+      val m = JArrays.mismatch(first, 0, shared, e.kv, 0, math.min(shared, e.keyLength))
       if (m >= 0) shared = m
       i += 1
     }
     shared
   }
 
-  /** Bytes [from, from + 8) of `key` as an unsigned big-endian long, zero-padded. */
-  private def prefixAfter(key: Array[Byte], from: Int): Long = {
+  /** Bytes [from, from + 8) of the key (`kv`'s first `keyLength` bytes) as an unsigned
+   *  big-endian long, zero-padded. */
+  private def prefixAfter(kv: Array[Byte], keyLength: Int, from: Int): Long = {
     var p = 0L
     var j = 0
     while (j < 8) {
       val at = from + j
-      p = (p << 8) | (if (at < key.length) key(at) & 0xffL else 0L)
+      p = (p << 8) | (if (at < keyLength) kv(at) & 0xffL else 0L)
       j += 1
     }
     p

@@ -56,7 +56,10 @@ final class PrefixIndex(keySchema: StructType, numPrefixCols: Int) extends HeapT
     if (group == null) Array.empty else group.toArray(new Array[Entry](group.size))
   }
 
-  private def prefixOf(e: Entry): UnsafeRow = prefixOf(e.key)
+  private def prefixOf(e: Entry): UnsafeRow = {
+    keyRow.pointTo(e.kv, e.keyLength)
+    projectPrefix(keyRow)
+  }
 
   /** The prefix row of a key's bytes; the row is reused by the next call. */
   def prefixOf(key: Array[Byte]): UnsafeRow = {

@@ -13,7 +13,7 @@ import org.apache.spark.unsafe.Platform
 
 import spillstore.checkpoint.StateFile
 import spillstore.cold.{ColdKeyFilter, ColdKeys, ColdTier}
-import spillstore.heap.{Entry, HeapTier, KeyOrder, PrefixIndex}
+import spillstore.heap.{Entry, HeapTier, KeyOrder, KeyValue, PrefixIndex}
 import spillstore.memory.Spillable
 import spillstore.metrics.ExecutorStats
 
@@ -248,35 +248,40 @@ final class TieredState(
 
   // ---------------------------------------------------------------- reads and writes
 
-  /** The value bytes for `key`, or null. */
+  /**
+   * The key and value bytes for `key` packed in one array (the key's `getSizeInBytes` bytes,
+   * then the value's), or null. The array is never modified.
+   */
   def get(key: UnsafeRow): Array[Byte] = {
     val hash = key.hashCode
     val e = heap.lookup(key.getBaseObject, key.getBaseOffset, key.getSizeInBytes, hash)
     if (e != null || !mayBeCold(key, hash)) {
       hits += 1
-      if (e == null) null else e.value
+      if (e == null || !e.isLive) null else e.kv
     } else {
       misses += 1
       val before = heap.estimatedBytes
       val loaded = promote(hash, copyOf(key))
       if (loaded == null) null else {
-        val value = loaded.value // before eviction may take the entry out again
+        val kv = loaded.kv // before eviction may take the entry out again
         grew(heap.estimatedBytes - before)
-        value
+        kv
       }
     }
   }
 
-  /** Sets `key` to `value` (a fresh array the state now owns) in the open batch. */
-  def put(key: UnsafeRow, value: Array[Byte]): Unit = {
+  /** Sets `key` to `value` in the open batch (both copied, into one new array). */
+  def put(key: UnsafeRow, value: UnsafeRow): Unit = {
     val hash = key.hashCode
     val before = heap.estimatedBytes
-    val e = heap.lookup(key.getBaseObject, key.getBaseOffset, key.getSizeInBytes, hash)
-    if (e != null) heap.update(e, value)
+    val keyLength = key.getSizeInBytes
+    val kv = Entry.pack(key.getBaseObject, key.getBaseOffset, keyLength,
+      value.getBaseObject, value.getBaseOffset, value.getSizeInBytes)
+    val e = heap.lookup(key.getBaseObject, key.getBaseOffset, keyLength, hash)
+    if (e != null) heap.update(e, kv)
     else {
-      val k = copyOf(key)
-      val promoted = if (!mayBeCold(key, hash)) null else promote(hash, k)
-      if (promoted != null) heap.update(promoted, value) else heap.insertChanged(hash, k, value)
+      val promoted = if (!mayBeCold(key, hash)) null else promote(hash, copyOf(key))
+      if (promoted != null) heap.update(promoted, kv) else heap.insertChanged(hash, kv, keyLength)
     }
     grew(heap.estimatedBytes - before)
   }
@@ -305,7 +310,7 @@ final class TieredState(
     val value = cold.get(coldKeys.encode(key))
     if (value == null) return null
     coldLoads += 1
-    heap.insertCommitted(hash, key, value, Entry.ColdClean)
+    heap.insertCommitted(hash, Entry.pack(key, value), key.length, Entry.ColdClean)
   }
 
   def numKeys: Long = {
@@ -329,7 +334,8 @@ final class TieredState(
     var i = 0
     while (i < changes.length) {
       val e = changes(i)
-      if (e.isLive) out.put(e.key, e.value) else if (e.existed) out.remove(e.key)
+      if (e.isLive) out.putPacked(e.kv, e.keyLength)
+      else if (e.existed) out.removePacked(e.kv, e.keyLength)
       i += 1
     }
   }
@@ -349,7 +355,7 @@ final class TieredState(
         val e = changes(i)
         if (!e.isLive && e.cold != Entry.ColdAbsent) {
           if (deletes == null) deletes = ColdTier.newBatch()
-          deletes.delete(coldKeys.encode(e.key))
+          deletes.delete(coldKeys.encode(e.keyBytes))
           deleted += 1
         }
         i += 1
@@ -393,69 +399,67 @@ final class TieredState(
    * entries added since creation that RocksDB holds were the cold part's. Eviction waits until
    * the iterator is exhausted, so RocksDB and the slots do not change under it.
    */
-  def iterator(): Iterator[(Array[Byte], Array[Byte])] with AutoCloseable = {
+  def iterator(): Iterator[KeyValue] with AutoCloseable = {
     openIterators += 1
     val heapAtStart = heap.numSlots
     val epoch = batchEpoch
-    new Iterator[(Array[Byte], Array[Byte])] with AutoCloseable {
+    new Iterator[KeyValue] with AutoCloseable {
       private val scan = if (coldCount == 0) null else cold.scan(null, _ => true)
       if (scan != null) openScans += scan
       private val coldPart: Iterator[(Array[Byte], Array[Byte])] =
         if (scan == null) Iterator.empty else scan
       private var slot = 0
       private var aheadEntry: Entry = _ // the heap's entry for the look-ahead key, if any
-      private var aheadKey: Array[Byte] = _
-      private var aheadValue: Array[Byte] = _
+      private var ahead: KeyValue = _
       private var done = false
       advance()
 
       private def advance(): Unit = {
-        aheadKey = null
-        while (aheadKey == null && coldPart.hasNext) {
+        ahead = null
+        while (ahead == null && coldPart.hasNext) {
           val (ck, v) = coldPart.next()
           val key = coldKeys.decode(ck)
           val e = heap.lookup(key, Platform.BYTE_ARRAY_OFFSET, key.length, HeapTier.hashOf(key))
-          if (e == null) ahead(null, key, v)
-          else if (e.slotIndex >= heapAtStart && e.isLive) ahead(e, key, e.value)
+          if (e == null) lookAhead(null, KeyValue.of(key, v))
+          else if (e.slotIndex >= heapAtStart && e.isLive) lookAhead(e, KeyValue.of(e))
         }
-        while (aheadKey == null && slot < heap.numSlots) {
+        while (ahead == null && slot < heap.numSlots) {
           val e = heap.entryAt(slot)
           if (e.isLive && (slot < heapAtStart || e.cold == Entry.ColdAbsent)) {
-            ahead(e, e.key, e.value)
+            lookAhead(e, KeyValue.of(e))
           }
           slot += 1
         }
-        if (aheadKey == null) close()
+        if (ahead == null) close()
       }
 
       /** Done early (the operator stopped): eviction need not wait for this iterator any more. */
       override def close(): Unit = if (!done) {
         done = true
-        aheadKey = null
+        ahead = null
         if (epoch == batchEpoch) {
           openIterators -= 1
           if (scan != null) { scan.close(); openScans -= scan }
         }
       }
 
-      private def ahead(e: Entry, key: Array[Byte], value: Array[Byte]): Unit = {
-        aheadEntry = e; aheadKey = key; aheadValue = value
-      }
+      private def lookAhead(e: Entry, kv: KeyValue): Unit = { aheadEntry = e; ahead = kv }
 
       private def checkUsable(what: String): Unit = {
         if (epoch != batchEpoch) throw new IllegalStateException(
           s"$what on an iterator of $this whose batch has ended (committed, aborted or released)")
       }
 
-      override def hasNext: Boolean = { checkUsable("iterator.hasNext"); aheadKey != null }
-      override def next(): (Array[Byte], Array[Byte]) = {
+      override def hasNext: Boolean = { checkUsable("iterator.hasNext"); ahead != null }
+      override def next(): KeyValue = {
         checkUsable("iterator.next")
-        if (aheadKey == null) throw new NoSuchElementException("no more state entries")
-        val key = aheadKey
+        if (ahead == null) throw new NoSuchElementException("no more state entries")
+        val seen = ahead
         // The batch may have changed (or promoted and changed) the key since the look-ahead.
         val e = if (aheadEntry != null) aheadEntry
-          else heap.lookup(key, Platform.BYTE_ARRAY_OFFSET, key.length, HeapTier.hashOf(key))
-        val out = (key, if (e != null && e.isLive) e.value else aheadValue)
+          else heap.lookup(seen.kv, Platform.BYTE_ARRAY_OFFSET, seen.keyLength,
+            HeapTier.hashOf(seen.kv, seen.keyLength))
+        val out = if (e != null && e.isLive && (e.kv ne seen.kv)) KeyValue.of(e) else seen
         advance()
         out
       }
@@ -463,17 +467,17 @@ final class TieredState(
   }
 
   /** Live entries whose key has `prefix` as its first columns, both tiers, captured now. */
-  def prefixScan(prefix: UnsafeRow): Array[(Array[Byte], Array[Byte])] = {
+  def prefixScan(prefix: UnsafeRow): Array[KeyValue] = {
     val index = prefixIndex.get
-    val out = ArrayBuffer.empty[(Array[Byte], Array[Byte])]
-    index.entriesWithPrefix(prefix).foreach(e => if (e.isLive) out += ((e.key, e.value)))
+    val out = ArrayBuffer.empty[KeyValue]
+    index.entriesWithPrefix(prefix).foreach(e => if (e.isLive) out += KeyValue.of(e))
     if (coldCount > 0) {
       val start = coldKeys.asInstanceOf[ColdKeys.Prefixed].rangeStart(prefix)
       val scan = cold.scan(start, startsWith(_, start))
       try scan.foreach { case (ck, v) =>
         val key = coldKeys.decode(ck)
         if (heap.lookup(key, Platform.BYTE_ARRAY_OFFSET, key.length, HeapTier.hashOf(key)) == null) {
-          out += ((key, v))
+          out += KeyValue.of(key, v)
         }
       } finally scan.close()
     }
@@ -497,7 +501,8 @@ final class TieredState(
    */
   def loadSnapshotEntry(key: Array[Byte], value: Array[Byte]): Unit = {
     val before = heap.estimatedBytes
-    heap.insertCommitted(HeapTier.hashOf(key), key, value, Entry.ColdAbsent)
+    heap.insertCommitted(HeapTier.hashOf(key), Entry.pack(key, value), key.length,
+      Entry.ColdAbsent)
     committedKeys += 1
     grew(heap.estimatedBytes - before)
   }
@@ -510,9 +515,11 @@ final class TieredState(
       cold.get(coldKeys.encode(key)) != null
     if (value != null) {
       val before = heap.estimatedBytes
-      if (e != null) heap.setCommitted(e, value)
+      val kv = Entry.pack(key, value)
+      if (e != null) heap.setCommitted(e, kv)
       else {
-        heap.insertCommitted(hash, key, value, if (inCold) Entry.ColdStale else Entry.ColdAbsent)
+        heap.insertCommitted(hash, kv, key.length,
+          if (inCold) Entry.ColdStale else Entry.ColdAbsent)
         if (!inCold) committedKeys += 1
       }
       grew(heap.estimatedBytes - before)
@@ -575,7 +582,7 @@ final class TieredState(
     var victim: Entry = null
     while ((freed < bytes || victims.size < entries) && { victim = heap.nextVictim(); victim != null }) {
       victims += victim
-      freed += Entry.bytes(victim.key, victim.value)
+      freed += victim.bytes
     }
     if (victims.isEmpty) return 0
     // RocksDB first: if the write fails, the heap still has every entry.
@@ -583,7 +590,10 @@ final class TieredState(
     var written = 0
     try {
       victims.foreach { v =>
-        if (v.cold != Entry.ColdClean) { batch.put(coldKeys.encode(v.key), v.value); written += 1 }
+        if (v.cold != Entry.ColdClean) {
+          batch.put(coldKeys.encode(v.keyBytes), v.valueBytes)
+          written += 1
+        }
       }
       if (written > 0) ensureCold().write(batch)
     } catch {
@@ -594,7 +604,7 @@ final class TieredState(
     victims.foreach { v =>
       if (v.cold == Entry.ColdAbsent) {
         coldCount += 1
-        if (coldFilter.add(v.key, v.hash)) {
+        if (coldFilter.add(v.kv, Platform.BYTE_ARRAY_OFFSET, v.keyLength, v.hash)) {
           logInfo(s"Cold-key filter of $name gave up at $coldCount keys (limit " +
             s"$coldFilterMaxBytes bytes of the memory budget): misses read RocksDB again")
         }

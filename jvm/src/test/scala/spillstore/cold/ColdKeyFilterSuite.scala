@@ -15,7 +15,7 @@ class ColdKeyFilterSuite extends AnyFunSuite {
     val f = new ColdKeyFilter(firstCapacity = 1000)
     assert(!mightContain(f, key(1)) && f.bytes == 0)
     val n = 300000 // layers of 1k, 2k, ... 256k keys: nine layers
-    (0L until n).foreach { i => val k = key(i); f.add(k, HeapTier.hashOf(k)) }
+    (0L until n).foreach { i => val k = key(i); f.add(k, Platform.BYTE_ARRAY_OFFSET, k.length, HeapTier.hashOf(k)) }
     assert((0L until n).forall(i => mightContain(f, key(i))), "a false negative")
     val absent = 200000
     val falsePositives = (n.toLong until n.toLong + absent).count(i => mightContain(f, key(i)))
@@ -30,7 +30,7 @@ class ColdKeyFilterSuite extends AnyFunSuite {
   test("one full layer has under 1 % false positives, as documented") {
     val capacity = 100000
     val f = new ColdKeyFilter(firstCapacity = capacity)
-    (0L until capacity).foreach { i => val k = key(i); f.add(k, HeapTier.hashOf(k)) }
+    (0L until capacity).foreach { i => val k = key(i); f.add(k, Platform.BYTE_ARRAY_OFFSET, k.length, HeapTier.hashOf(k)) }
     val absent = 400000
     val falsePositives =
       (capacity.toLong until capacity.toLong + absent).count(i => mightContain(f, key(i)))
@@ -39,12 +39,12 @@ class ColdKeyFilterSuite extends AnyFunSuite {
 
   test("past its byte limit the filter gives up: its memory is freed and every key may be cold") {
     val f = new ColdKeyFilter(firstCapacity = 1000, maxBytes = 10000) // two layers fit, not three
-    assert((0L until 3000L).forall { i => val k = key(i); !f.add(k, HeapTier.hashOf(k)) })
+    assert((0L until 3000L).forall { i => val k = key(i); !f.add(k, Platform.BYTE_ARRAY_OFFSET, k.length, HeapTier.hashOf(k)) })
     assert(f.bytes > 0 && f.bytes <= 10000)
     assert(!mightContain(f, key(1L << 40)) || !mightContain(f, key((1L << 40) + 1)))
     val k = key(3000)
-    assert(f.add(k, HeapTier.hashOf(k)), "the add that gives up says so")
-    assert(!f.add(k, HeapTier.hashOf(k)), "once")
+    assert(f.add(k, Platform.BYTE_ARRAY_OFFSET, k.length, HeapTier.hashOf(k)), "the add that gives up says so")
+    assert(!f.add(k, Platform.BYTE_ARRAY_OFFSET, k.length, HeapTier.hashOf(k)), "once")
     assert(f.bytes === 0)
     assert((0L until 3001L).forall(i => mightContain(f, key(i))) && mightContain(f, key(1L << 40)))
     f.clear()

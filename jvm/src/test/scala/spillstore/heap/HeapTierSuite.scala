@@ -16,18 +16,18 @@ class HeapTierSuite extends AnyFunSuite {
     val key = k(i); h.lookup(key, Off, 8, HeapTier.hashOf(key))
   }
   private def put(h: HeapTier, i: Long, s: String): Unit = lookup(h, i) match {
-    case null => h.insertChanged(HeapTier.hashOf(k(i)), k(i), v(s))
-    case e => h.update(e, v(s))
+    case null => h.insertChanged(HeapTier.hashOf(k(i)), Entry.pack(k(i), v(s)), 8)
+    case e => h.update(e, Entry.pack(k(i), v(s)))
   }
   private def remove(h: HeapTier, i: Long): Unit = {
     val e = lookup(h, i)
     if (e != null && e.isLive) h.removeEntry(e)
   }
   private def get(h: HeapTier, i: Long): Option[String] =
-    Option(lookup(h, i)).filter(_.isLive).map(e => new String(e.value, "UTF-8"))
+    Option(lookup(h, i)).filter(_.isLive).map(e => new String(e.valueBytes, "UTF-8"))
   private def contents(h: HeapTier): Map[Long, String] =
     (0 until h.numSlots).map(h.entryAt).filter(_.isLive)
-      .map(e => java.nio.ByteBuffer.wrap(e.key).getLong -> new String(e.value, "UTF-8")).toMap
+      .map(e => java.nio.ByteBuffer.wrap(e.keyBytes).getLong -> new String(e.valueBytes, "UTF-8")).toMap
 
   test("put, get, remove and iteration over many keys with table growth") {
     val h = new HeapTier()
@@ -68,7 +68,7 @@ class HeapTierSuite extends AnyFunSuite {
     remove(h, 1)
     val changes = h.changedEntries
     assert(changes.size === 2)
-    val byKey = changes.map(e => java.nio.ByteBuffer.wrap(e.key).getLong -> e).toMap
+    val byKey = changes.map(e => java.nio.ByteBuffer.wrap(e.keyBytes).getLong -> e).toMap
     assert(byKey(1).existed && !byKey(1).isLive)   // removal of a committed key: journaled
     assert(!byKey(2).existed && !byKey(2).isLive)  // born and died in the batch: not journaled
   }
@@ -79,7 +79,7 @@ class HeapTierSuite extends AnyFunSuite {
     h.commitBatch()
     // Stands in for the spill tier: take the victim out of the heap.
     def evict(): Long = {
-      val id = java.nio.ByteBuffer.wrap(h.nextVictim().key).getLong
+      val id = java.nio.ByteBuffer.wrap(h.nextVictim().keyBytes).getLong
       remove(h, id); h.commitBatch(); id
     }
     // New entries start referenced: a first sweep only clears bits, then takes in slot order.
@@ -97,7 +97,7 @@ class HeapTierSuite extends AnyFunSuite {
     h.commitBatch()
     put(h, 2, "y")
     val victims = Iterator.continually(h.nextVictim()).takeWhile(_ != null)
-      .map(e => java.nio.ByteBuffer.wrap(e.key).getLong).toList
+      .map(e => java.nio.ByteBuffer.wrap(e.keyBytes).getLong).toList
     assert(victims.sorted === List(1L, 3L)) // each unpinned entry once, never the changed key 2
   }
 
@@ -105,7 +105,7 @@ class HeapTierSuite extends AnyFunSuite {
     val h = new HeapTier()
     (1L to 4L).foreach(i => put(h, i, "x"))
     h.commitBatch()
-    def id(e: Entry) = java.nio.ByteBuffer.wrap(e.key).getLong
+    def id(e: Entry) = java.nio.ByteBuffer.wrap(e.keyBytes).getLong
     put(h, 4, "y")                            // pins key 4, in the last slot
     assert(id(h.entryAt(0)) === 1L)
     h.dropCommitted(h.entryAt(0))             // unpinned key 1 goes; key 4 moves into its slot

@@ -6,12 +6,12 @@ import org.scalatest.funsuite.AnyFunSuite
 
 class KeyOrderSuite extends AnyFunSuite {
   private def entries(keys: Seq[Array[Byte]]): IndexedSeq[Entry] =
-    keys.map(k => new Entry(0, k)).toIndexedSeq
+    keys.map(k => new Entry(0, k, k.length)).toIndexedSeq
 
   private def assertSortedLikeComparator(keys: Seq[Array[Byte]], clue: String): Unit = {
     val in = entries(keys)
-    val expected = in.sortWith((a, b) => Entry.ByKey.compare(a, b) < 0).map(_.key.toSeq)
-    assert(KeyOrder.sorted(in).map(_.key.toSeq).toSeq === expected, clue)
+    val expected = in.sortWith((a, b) => Entry.ByKey.compare(a, b) < 0).map(_.keyBytes.toSeq)
+    assert(KeyOrder.sorted(in).map(_.keyBytes.toSeq).toSeq === expected, clue)
   }
 
   test("keys come out in unsigned byte order: shared prefixes, prefixes of each other, negative bytes, ties past 8 bytes") {

@@ -25,8 +25,11 @@ class TieredStateSuite extends AnyFunSuite with BeforeAndAfterAll {
   private val valueProj = UnsafeProjection.create(schema)
   // The projection reuses its row, as Spark's operators do.
   private def key(i: Long): UnsafeRow = proj(new GenericInternalRow(Array[Any](i)))
-  private def bytes(i: Long): Array[Byte] = valueProj(new GenericInternalRow(Array[Any](i))).getBytes.clone()
+  private def bytes(i: Long): UnsafeRow = valueProj(new GenericInternalRow(Array[Any](i))).copy()
   private def long(b: Array[Byte]): Long = { val r = new UnsafeRow(1); r.pointTo(b, b.length); r.getLong(0) }
+  /** The value of what `get` returns: the 16-byte key row, then the value row. */
+  private def got(kv: Array[Byte]): Long = long(java.util.Arrays.copyOfRange(kv, 16, kv.length))
+  private def row(b: Array[Byte]): UnsafeRow = { val r = new UnsafeRow(1); r.pointTo(b, b.length); r }
 
   /**
    * A state whose heap keeps at most `maxEntries` entries, evicting on every growth. The test's
@@ -51,7 +54,7 @@ class TieredStateSuite extends AnyFunSuite with BeforeAndAfterAll {
   override def afterAll(): Unit = try super.afterAll() finally FileUtils.deleteQuietly(coldRoot)
 
   private def contents(s: TieredState): Map[Long, Long] =
-    s.iterator().map { case (k, v) => long(k) -> long(v) }.toMap
+    s.iterator().map(kv => long(kv.key) -> long(kv.value)).toMap
 
   test("everything spills: reads, updates and removes see both tiers, heap winning") {
     val f = new Fixture(maxEntries = 0)
@@ -62,11 +65,11 @@ class TieredStateSuite extends AnyFunSuite with BeforeAndAfterAll {
     f.commit()
     assert(s.coldKeyCount === 101 - s.heap.numLiveEntries)
     assert(s.heap.numLiveEntries <= 1)
-    assert(long(s.get(key(50))) === 500)
+    assert(got(s.get(key(50))) === 500)
     assert(s.get(key(1000)) === null)
     s.put(key(7), bytes(7))
     s.remove(key(8))
-    assert(long(s.get(key(7))) === 7)
+    assert(got(s.get(key(7))) === 7)
     assert(s.get(key(8)) === null)
     assert(s.numKeys === 100)
     assert(contents(s) === ((0L to 100L).map(i => i -> i * 10).toMap + (7L -> 7L) - 8L))
@@ -85,7 +88,7 @@ class TieredStateSuite extends AnyFunSuite with BeforeAndAfterAll {
     assert(s.counters.writeBacks === 10)    // first eviction: all dirty
     f.maxEntries = 1000            // key 11 stays on the heap, dirty
     f.commit()
-    (1L to 10L).foreach(i => assert(long(s.get(key(i))) === i)) // promoted, clean
+    (1L to 10L).foreach(i => assert(got(s.get(key(i))) === i)) // promoted, clean
     assert(s.counters.coldLoads === 10)
     f.commit()
     f.maxEntries = 0
@@ -118,7 +121,7 @@ class TieredStateSuite extends AnyFunSuite with BeforeAndAfterAll {
     val seen = scala.collection.mutable.ArrayBuffer.empty[Long]
     val it = s.iterator()
     while (it.hasNext) {
-      val (k, _) = it.next()
+      val k = it.next().key
       seen += long(k)
       if (long(k) % 2 == 0) s.remove(key(long(k)))
       else s.get(key(long(k) + 1)) // promotions during iteration
@@ -141,8 +144,8 @@ class TieredStateSuite extends AnyFunSuite with BeforeAndAfterAll {
     s.put(k("z", 0), bytes(0))
     f.commit()
     assert(s.coldKeyCount >= 12)
-    def scan(g: String) = s.prefixScan(p(g)).map { case (kb, _) =>
-      val r = new UnsafeRow(2); r.pointTo(kb, kb.length); r.getLong(1)
+    def scan(g: String) = s.prefixScan(p(g)).map { kv =>
+      val r = new UnsafeRow(2); r.pointTo(kv.kv, kv.keyLength); r.getLong(1)
     }.toSet
     assert(scan("b") === (1L to 5L).toSet)
     s.remove(k("b", 3))
@@ -163,7 +166,7 @@ class TieredStateSuite extends AnyFunSuite with BeforeAndAfterAll {
         rnd.nextInt(3) match {
           case 0 => s.remove(key(k)); next -= k
           case 1 => val v = rnd.nextLong(); s.put(key(k), bytes(v)); next += k -> v
-          case _ => assert(Option(s.get(key(k))).map(long) === next.get(k))
+          case _ => assert(Option(s.get(key(k))).map(got) === next.get(k))
         }
       }
       assert(s.numKeys === next.size)
@@ -206,7 +209,7 @@ class TieredStateSuite extends AnyFunSuite with BeforeAndAfterAll {
     intercept[RocksDBException](s.commitBatch())
     failWrites = false
     f.abort() // what a retried attempt's takeover does
-    assert(long(s.get(key(3))) === 3)
+    assert(got(s.get(key(3))) === 3)
     s.remove(key(3))
     f.commit()
     assert(s.get(key(3)) === null)
@@ -223,11 +226,11 @@ class TieredStateSuite extends AnyFunSuite with BeforeAndAfterAll {
     val f = new Fixture(maxEntries = Long.MaxValue)
     val s = f.state
     val value = new Array[Byte](256)
-    (1L to 1000L).foreach(i => s.put(key(i), value.clone()))
+    (1L to 1000L).foreach(i => s.put(key(i), row(value.clone())))
     f.commit()
     val committed = s.heap.estimatedBytes
     // Every update keeps the committed value until commit, for abort: 1000 x (256 + header).
-    (1L to 1000L).foreach(i => s.put(key(i), value.clone()))
+    (1L to 1000L).foreach(i => s.put(key(i), row(value.clone())))
     val open = s.heap.estimatedBytes
     assert(open - committed >= 1000L * (256 + 16), s"open batch $open vs committed $committed")
     f.commit()
