@@ -41,6 +41,16 @@ class HeapTierSuite extends AnyFunSuite {
     assert(contents(h) === (1L until 5000L by 2).map(i => i -> s"v$i").toMap)
   }
 
+  test("a key longer than 16 MB is refused with an error saying so; the tier is unchanged") {
+    val h = new HeapTier()
+    put(h, 1, "one")
+    val key = new Array[Byte](Entry.MaxKeyLength + 1)
+    val e = intercept[IllegalArgumentException](
+      h.insertChanged(HeapTier.hashOf(key), Entry.pack(key, v("x")), key.length))
+    assert(e.getMessage.contains(s"keys are limited to ${Entry.MaxKeyLength} bytes"), e.getMessage)
+    assert(h.numSlots === 1 && h.numChanges === 1 && get(h, 1) === Some("one"))
+  }
+
   test("abort restores the committed state, whatever the batch did to a key") {
     val h = new HeapTier()
     put(h, 1, "a"); put(h, 2, "b"); put(h, 3, "c")
