@@ -7,10 +7,12 @@ import org.apache.spark.internal.Logging
 /**
  * The native memory of all cold tiers of one executor JVM: one block cache and one write-buffer
  * budget that every cold tier's RocksDB shares, as Spark's RocksDB provider does with
- * `boundedMemoryUsage`. Memtables are charged to the block cache, and index and filter blocks
- * live in it (pinned at high priority for level 0), so the cold tiers' native memory is bounded
- * by one number, [[bytes]], however many stores an executor loads; without it each RocksDB had
- * its own 8 MB cache, two 16 MB memtables and unbounded index and filter blocks.
+ * `boundedMemoryUsage`: data blocks and memtables (charged to the cache) are bounded by one
+ * number, [[bytes]], however many stores an executor loads, where each RocksDB had its own 8 MB
+ * cache and two 16 MB memtables. RocksDB flushes memtables when the stores being written
+ * together exceed the write-buffer share; a store that stops writing keeps what its memtables
+ * hold (at most two of [[Shared.memtableBytes]]). Index and filter blocks are outside the bound
+ * (see [[ColdTier]]).
  *
  * | state | owner | who may touch it |
  * |---|---|---|

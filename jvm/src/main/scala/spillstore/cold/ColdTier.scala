@@ -23,13 +23,12 @@ class ColdTier private[spillstore] (val dir: File) extends AutoCloseable with Lo
 
   private val memory = ColdMemory.shared
   private val filter = new BloomFilter(10.0, false)
-  // Index and filter blocks in the shared cache, so that they count against its bound.
+  // Index and filter blocks stay outside the cache (about 1.5 bytes a key): cached, they
+  // competed with data blocks for a bound sized for the heap budget, and a get that had to
+  // bring a whole filter block back in made cold reads 1.5-4x slower (docs/benchmarks.md).
   private val tableConfig = new BlockBasedTableConfig()
     .setFilterPolicy(filter)
     .setBlockCache(memory.cache)
-    .setCacheIndexAndFilterBlocks(true)
-    .setCacheIndexAndFilterBlocksWithHighPriority(true)
-    .setPinL0FilterAndIndexBlocksInCache(true)
     .setWholeKeyFiltering(true)
   private val options = new Options()
     .setCreateIfMissing(true)
@@ -41,7 +40,6 @@ class ColdTier private[spillstore] (val dir: File) extends AutoCloseable with Lo
     .setMemtablePrefixBloomSizeRatio(0.1)
     .setMaxOpenFiles(256)
   private val writeOptions = new WriteOptions().setDisableWAL(true)
-  private val flushOptions = new FlushOptions().setWaitForFlush(false)
   private val readOptions = new ReadOptions()
   private val db = RocksDB.open(options, dir.getAbsolutePath)
 
@@ -64,14 +62,6 @@ class ColdTier private[spillstore] (val dir: File) extends AutoCloseable with Lo
       db.getLongProperty("rocksdb.cur-size-all-mem-tables")
   } catch { case NonFatal(_) => 0L }
 
-  /**
-   * The owner will not write for a while (its batch ended): flush the memtable in the
-   * background. RocksDB's write-buffer manager only ever flushes the instance being written to,
-   * so without this every idle store would keep its memtables, and the shared bound would
-   * grow with the number of stores.
-   */
-  def idle(): Unit = if (memtableBytes >= IdleFlushBytes) db.flush(flushOptions)
-
   /** Bytes in this tier's memtables, active and immutable (charged to [[ColdMemory]]). */
   def memtableBytes: Long = try db.getLongProperty("rocksdb.cur-size-all-mem-tables") catch {
     case NonFatal(_) => 0L
@@ -80,7 +70,7 @@ class ColdTier private[spillstore] (val dir: File) extends AutoCloseable with Lo
   override def close(): Unit = {
     try {
       db.close()
-      Seq(readOptions, writeOptions, flushOptions, options, filter).foreach(_.close())
+      Seq(readOptions, writeOptions, options, filter).foreach(_.close())
     } finally {
       FileUtils.deleteQuietly(dir)
     }
@@ -111,9 +101,6 @@ object ColdTier extends Logging {
     def isOpen: Boolean = open
     override def close(): Unit = if (open) { open = false; it.close() }
   }
-
-  /** Below this, an idle tier keeps its memtable: a flush would write a tiny file. */
-  private val IdleFlushBytes = 1L << 20
 
   /** A write batch for [[ColdTier.write]]; the caller closes it. */
   def newBatch(): WriteBatch = { RocksDBLibrary.load(); new WriteBatch() }

@@ -187,7 +187,6 @@ final class TieredState(
           l.endedBy = reason
           lease = null
           lastUsed = System.nanoTime()
-          if (cold != null) cold.idle()
           publishCounters()
         }
       }
@@ -665,7 +664,6 @@ final class TieredState(
       else {
         val freed = evict(bytes, entries)
         shrinkIfRequested()
-        if (cold != null) cold.idle()
         publishCounters()
         freed
       }

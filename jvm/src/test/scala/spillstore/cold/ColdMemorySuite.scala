@@ -10,43 +10,44 @@ import org.scalatest.funsuite.AnyFunSuite
 /** The cold tiers of a JVM share one native memory bound (ColdMemory). */
 class ColdMemorySuite extends AnyFunSuite {
 
-  test("memtables of many cold tiers, each idle after its writes, stay within the shared share") {
+  test("memtables of many cold tiers written together stay within twice the shared share") {
     val root = Files.createTempDirectory("spillstore-coldmemory").toFile
     val tiers = ArrayBuffer.empty[ColdTier]
     try {
       val memory = ColdMemory.shared
       val share = memory.bytes / 2
-      // Each tier gets less than one memtable's worth, so no tier flushes on its own account,
-      // and RocksDB's write-buffer manager only flushes the instance being written: what
-      // keeps the total near the share is that a tier flushes when it goes idle, as a store
-      // does when its batch ends.
+      // Each tier gets less than one memtable's worth, so no tier flushes on its own account:
+      // only the shared write-buffer manager keeps the total near the share.
       val perTier = memory.memtableBytes * 3 / 4
       val count = (4 * share / perTier).toInt + 1
+      (0 until count).foreach(t => tiers += ColdTier.create(root, s"t$t"))
       val value = new Array[Byte](1000)
-      for (t <- 0 until count) {
-        val tier = ColdTier.create(root, s"t$t")
-        tiers += tier
-        var written = 0L
-        var k = 0
-        while (written < perTier) {
+      var written = 0L
+      var k = 0
+      // Round-robin, as the stores of an executor's tasks evict side by side.
+      while (written < perTier) {
+        tiers.foreach { tier =>
           val batch = ColdTier.newBatch()
           try {
-            (0 until 256).foreach { _ =>
-              batch.put(java.nio.ByteBuffer.allocate(8).putLong(k).array(), value); k += 1
+            (0 until 64).foreach { i =>
+              batch.put(java.nio.ByteBuffer.allocate(8).putLong(k + i).array(), value)
             }
             tier.write(batch)
           } finally batch.close()
-          written += 256 * 1008
         }
-        tier.idle()
+        k += 64
+        written += 64 * 1008
       }
       assert(count * perTier > 3 * share, "the tiers together write several times the share")
-      // Flushes run in the background: give them time, then the sum must be near the share.
+      // Flushes run in the background: give them time to finish. The manager flushes the
+      // instance being written when the total is over the share, so the total stays within
+      // about twice the share (without it: the tiers' whole writes, over 3 times the share).
+      val limit = 2 * share
       val deadline = System.nanoTime() + 30L * 1000 * 1000 * 1000
       def total = tiers.map(_.memtableBytes).sum
-      while (total > memory.memtableBytes && System.nanoTime() < deadline) Thread.sleep(50)
-      assert(total <= memory.memtableBytes,
-        s"memtables of $count idle tiers hold $total bytes; the shared share is $share")
+      while (total > limit && System.nanoTime() < deadline) Thread.sleep(50)
+      assert(total <= limit,
+        s"memtables of $count tiers hold $total bytes; the shared share is $share")
       assert(memory.cache.getUsage <= memory.bytes * 5 / 4,
         s"block cache usage ${memory.cache.getUsage} over its bound ${memory.bytes}")
     } finally {
