@@ -28,15 +28,14 @@ object ColdMemory extends Logging {
   final val MinBytes: Long = 16L << 20
   /** Share of the bound that memtables may take before RocksDB flushes them. */
   private val WriteBufferShare = 0.5
-  /** Share of the block cache kept for index and filter blocks. */
-  private val HighPriorityShare = 0.1
 
   final class Shared private[ColdMemory] (val bytes: Long) {
-    // Default shard bits: RocksDB picks them from the capacity.
-    val cache = new LRUCache(bytes, -1, false, HighPriorityShare)
+    // Default shard bits (RocksDB picks them from the capacity); no high-priority pool, since
+    // index and filter blocks are not cached (ColdTier).
+    val cache = new LRUCache(bytes, -1, false, 0.0)
     val writeBuffers = new WriteBufferManager((bytes * WriteBufferShare).toLong, cache)
-    /** A quarter of the write-buffer share, at most 16 MB: the manager flushes the largest
-     *  memtables when all stores' together reach the share. */
+    /** A quarter of the write-buffer share, at most 16 MB: when all stores' memtables together
+     *  pass the share, the manager flushes the one being written. */
     val memtableBytes: Long =
       math.max(1L << 20, math.min(16L << 20, (bytes * WriteBufferShare).toLong / 4))
   }

@@ -24,8 +24,8 @@ class ColdTier private[spillstore] (val dir: File) extends AutoCloseable with Lo
   private val memory = ColdMemory.shared
   private val filter = new BloomFilter(10.0, false)
   // Index and filter blocks stay outside the cache (about 1.5 bytes a key): cached, they
-  // competed with data blocks for a bound sized for the heap budget, and a get that had to
-  // bring a whole filter block back in made cold reads 1.5-4x slower (docs/benchmarks.md).
+  // competed with data blocks for a bound sized for the heap budget and slowed cold reads
+  // (docs/benchmarks.md, section 5).
   private val tableConfig = new BlockBasedTableConfig()
     .setFilterPolicy(filter)
     .setBlockCache(memory.cache)
