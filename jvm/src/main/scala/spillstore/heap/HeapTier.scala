@@ -320,7 +320,9 @@ final class HeapTier(listener: HeapTier.Listener = HeapTier.NoListener) {
 
 object HeapTier {
   private val InitialCapacity = 64
-  private val ChangeListKeep = 4096
+  // The change and undo lists kept between batches: 16 KB together, what one list of 4096
+  // took before undo values moved out of the entries (a store's fixed heap at rest).
+  private val ChangeListKeep = 2048
   private val ArrayHeader = 16
 
   /** Seam for structures that follow the table's membership (the prefix index). */
