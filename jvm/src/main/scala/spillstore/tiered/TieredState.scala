@@ -191,6 +191,10 @@ final class TieredState(
         }
       }
       freeIfDoomedBy(l)
+      // A relief round that asked while the state was still ours found it owned (its
+      // trySpill returns 0): now that it is idle and unlocked, honour the request as trySpill
+      // would. Checked after the unlock, so a request made later finds the state idle.
+      if (shrinkToBytes != Long.MaxValue || shrinkToEntries != Long.MaxValue) trySpill(0, 0)
       true
     }
   }
