@@ -47,28 +47,27 @@ class ResourceFaultSuite extends AnyFunSuite {
     }
   }
 
+  /** Each value of `key` fails provider init with a message naming it and saying `valid`. */
+  private def rejectedAtInit(key: String, values: Seq[String], valid: String): Unit =
+    for (value <- values) {
+      val conf = new SQLConf
+      conf.setConfString(s"spark.sql.streaming.stateStore.spillstore.$key", value)
+      val e = intercept[IllegalArgumentException](withProvider(sqlConf = conf)((_, _) => ()))
+      assert(e.getMessage.contains(s"spark.sql.streaming.stateStore.spillstore.$key=$value"),
+        e.getMessage)
+      assert(e.getMessage.contains(valid), e.getMessage)
+    }
+
   test("a localDir that can never work is rejected at init, naming the key and what is valid") {
     val file = Files.createTempFile("not-a-dir", "").toFile
-    for (value <- Seq("", "  ", new File(file, "cold").getPath, file.getPath)) {
-      val conf = new SQLConf
-      conf.setConfString("spark.sql.streaming.stateStore.spillstore.localDir", value)
-      val e = intercept[IllegalArgumentException](withProvider(sqlConf = conf)((_, _) => ()))
-      assert(e.getMessage.contains(s"spark.sql.streaming.stateStore.spillstore.localDir=$value"),
-        e.getMessage)
-      assert(e.getMessage.contains("Valid: a path to a directory"), e.getMessage)
-    }
-    file.delete()
+    try {
+      rejectedAtInit("localDir", Seq("", "  ", new File(file, "cold").getPath, file.getPath),
+        "Valid: a path to a directory")
+    } finally file.delete()
   }
 
   test("a coldTierMemory that is not a size of at least 16m is rejected at init, naming the key") {
-    for (value <- Seq("", "lots", "1m", "-5g")) {
-      val conf = new SQLConf
-      conf.setConfString("spark.sql.streaming.stateStore.spillstore.coldTierMemory", value)
-      val e = intercept[IllegalArgumentException](withProvider(sqlConf = conf)((_, _) => ()))
-      assert(e.getMessage.contains(s"spark.sql.streaming.stateStore.spillstore.coldTierMemory="),
-        e.getMessage)
-      assert(e.getMessage.contains("expected a size >= 16m"), e.getMessage)
-    }
+    rejectedAtInit("coldTierMemory", Seq("", "lots", "1m", "-5g"), "expected a size >= 16m")
   }
 
   test("an unusable local dir fails eviction naming the dir and the conf key; checkpoint intact") {

@@ -113,6 +113,33 @@ class TieredStateSuite extends AnyFunSuite with BeforeAndAfterAll {
     assert(s.numKeys === before.size)
   }
 
+  test("a shrink request made while the owner is letting go is honoured once the state is idle") {
+    // The relief round runs on another thread at the worst moment: after the owner's last
+    // report (inside the growth hook of its release), before the lease is cleared, so its
+    // trySpill finds the state owned and gets 0.
+    var racing = false
+    var spilledDuringRelease = -1L
+    val s = new TieredState("race", None, () => coldRoot, { st =>
+      if (racing) {
+        val relief = new Thread(() => { st.requestShrink(0, 0); spilledDuringRelease = st.trySpill(0, 0) })
+        relief.start()
+        relief.join()
+      }
+    })
+    try {
+      val lease = s.acquire("owner", -1)
+      (1L to 50L).foreach(i => s.put(key(i), bytes(i)))
+      s.commitBatch()
+      racing = true
+      s.release(lease, "test")
+      assert(spilledDuringRelease === 0, "the relief round must have found the state owned")
+      assert(s.heap.numLiveEntries === 0, "the request made during the release was lost")
+      val again = s.acquire("owner", -1)
+      assert(got(s.get(key(7))) === 7)
+      s.release(again, "test")
+    } finally s.close()
+  }
+
   test("removal during iteration over both tiers, and each key seen once") {
     val f = new Fixture(maxEntries = 20)
     val s = f.state
