@@ -57,15 +57,13 @@ class ColdTier private[spillstore] (val dir: File) extends AutoCloseable with Lo
     new ColdTier.Scan(db.newIterator(readOptions), from, keep)
 
   /** Bytes RocksDB holds on disk and in memtables. */
-  def approximateBytes: Long = try {
-    db.getLongProperty("rocksdb.total-sst-files-size") +
-      db.getLongProperty("rocksdb.cur-size-all-mem-tables")
-  } catch { case NonFatal(_) => 0L }
+  def approximateBytes: Long = property("rocksdb.total-sst-files-size") + memtableBytes
 
   /** Bytes in this tier's memtables, active and immutable (charged to [[ColdMemory]]). */
-  def memtableBytes: Long = try db.getLongProperty("rocksdb.cur-size-all-mem-tables") catch {
-    case NonFatal(_) => 0L
-  }
+  def memtableBytes: Long = property("rocksdb.cur-size-all-mem-tables")
+
+  private def property(name: String): Long =
+    try db.getLongProperty(name) catch { case NonFatal(_) => 0L }
 
   override def close(): Unit = {
     try {
