@@ -604,6 +604,7 @@ final class TieredState(
         victims.foreach(heap.unselect)
         throw e
     } finally batch.close()
+    if (coldCount == 0) coldFilter.expect(heap.numLiveEntries)
     victims.foreach { v =>
       if (v.cold == Entry.ColdAbsent) {
         coldCount += 1
@@ -649,6 +650,8 @@ final class TieredState(
   }
 
   def coldKeyCount: Long = coldCount
+  /** Layers of the cold-key filter: what a lookup of an absent key probes. */
+  def coldFilterLayers: Int = coldFilter.layerCount
   def coldBytes: Long = if (cold == null) 0L else cold.approximateBytes
 
   // ---------------------------------------------------------------- Spillable

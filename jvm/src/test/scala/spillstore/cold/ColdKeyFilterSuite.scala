@@ -50,4 +50,38 @@ class ColdKeyFilterSuite extends AnyFunSuite {
     f.clear()
     assert(!mightContain(f, key(1)))
   }
+
+  test("a filter told how many keys to expect holds them in one layer, with fewer false positives than doubling") {
+    def add(f: ColdKeyFilter, i: Long): Unit = { val k = key(i); f.add(k, Platform.BYTE_ARRAY_OFFSET, k.length, HeapTier.hashOf(k)) }
+    val n = 200000
+    val sized = new ColdKeyFilter(firstCapacity = 1000)
+    sized.expect(n)
+    val doubled = new ColdKeyFilter(firstCapacity = 1000)
+    (0L until n).foreach { i => add(sized, i); add(doubled, i) }
+    assert(sized.layerCount === 1 && doubled.layerCount === 8)
+    assert((0L until n).forall(i => mightContain(sized, key(i))), "a false negative")
+    val absent = 400000
+    def falsePositives(f: ColdKeyFilter) = (n.toLong until n.toLong + absent).count(i => mightContain(f, key(i)))
+    val (one, eight) = (falsePositives(sized), falsePositives(doubled))
+    assert(one < absent / 100 && one * 3 < eight, s"$one (one layer) against $eight (eight layers) of $absent")
+    sized.expect(10L * n)
+    add(sized, n)
+    assert(sized.layerCount === 2 && sized.bytes < 5L * n, "expect sizes the first layer only: the second doubles it")
+    sized.clear()
+    assert(sized.bytes === 0)
+  }
+
+  test("the expected size is bounded: at least firstCapacity, at most a quarter of maxBytes") {
+    def add(f: ColdKeyFilter, i: Long): Unit = { val k = key(i); f.add(k, Platform.BYTE_ARRAY_OFFSET, k.length, HeapTier.hashOf(k)) }
+    val small = new ColdKeyFilter(firstCapacity = 1000)
+    small.expect(10)
+    add(small, 0)
+    val plain = new ColdKeyFilter(firstCapacity = 1000)
+    add(plain, 0)
+    assert(small.bytes === plain.bytes)
+    val capped = new ColdKeyFilter(firstCapacity = 1000, maxBytes = 100000)
+    capped.expect(1L << 40)
+    add(capped, 0)
+    assert(capped.bytes <= 25000 && capped.bytes > 12500, s"${capped.bytes} bytes")
+  }
 }

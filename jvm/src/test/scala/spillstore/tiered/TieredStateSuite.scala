@@ -78,6 +78,18 @@ class TieredStateSuite extends AnyFunSuite with BeforeAndAfterAll {
     assert(s.numKeys === 100)
   }
 
+  test("the cold-key filter is sized from the resident set when spilling starts: an absent key probes two layers, not five") {
+    val f = new Fixture(maxEntries = 50000)
+    val s = f.state
+    f.load(0L until 50000L)
+    assert(s.coldKeyCount === 0 && s.coldFilterLayers === 0)
+    (50000L until 200000L by 50000L).foreach(from => f.load(from until from + 50000L))
+    assert(s.coldKeyCount === 150000)
+    // Doubling from its 8k-key default, the filter would have 8k + 16k + ... + 131k: five layers.
+    assert(s.coldFilterLayers === 2)
+    assert(s.get(key(123)) != null && s.get(key(199999)) != null && s.get(key(200000)) == null)
+  }
+
   test("write-back: dirty entries are written on eviction, clean ones are dropped") {
     val f = new Fixture(maxEntries = 1000)
     val s = f.state
