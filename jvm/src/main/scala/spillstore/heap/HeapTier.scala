@@ -45,16 +45,15 @@ final class HeapTier(listener: HeapTier.Listener = HeapTier.NoListener) {
   private var byteCount = 0L
   /** Position of the CLOCK hand in `dense`. */
   private var hand = 0
-  /** The open batch's changed entries, each once, in first-change order: `changes(0 until changeCount)`. */
-  private var changes = new Array[Entry](InitialCapacity)
-  /** `undos(i)`: the committed `kv` of `changes(i)` before the batch, when it existed. */
-  private var undos = new Array[Array[Byte]](InitialCapacity)
-  private var changeCount = 0
-  /** Bytes of the committed values the open batch replaced (kept for abort). */
-  private var undoBytes = 0L
+  /** The open batch's changed entries with the committed values they replaced. */
+  private val changes = new ChangeList
+  /** Keys the open batch added less keys it removed (committed state to now). */
+  private var keyDelta = 0L
 
   def numLiveEntries: Long = liveCount
-  def numChanges: Int = changeCount
+  def numChanges: Int = changes.size
+  /** Live keys now less live keys of the committed state, both tiers. */
+  def batchKeyDelta: Long = keyDelta
 
   /**
    * Entries' bytes; the hash table, the dense array, the pins and the change and undo lists
@@ -62,7 +61,7 @@ final class HeapTier(listener: HeapTier.Listener = HeapTier.NoListener) {
    * listener (the prefix index) keeps per entry.
    */
   def estimatedBytes: Long = byteCount + table.length.toLong * 4 + dense.length.toLong * 5 +
-    changes.length.toLong * 8 + undoBytes + listener.estimatedBytes
+    changes.estimatedBytes + listener.estimatedBytes
 
   /** Entries (live or tombstones) at positions [0, numSlots); see [[entryAt]]. */
   def numSlots: Int = entriesInTable
@@ -103,16 +102,19 @@ final class HeapTier(listener: HeapTier.Listener = HeapTier.NoListener) {
   /** The open batch's changed entries, each once, in first-change order. */
   def changedEntries: collection.IndexedSeq[Entry] = changeView
 
+  /** The same, with what [[KeyOrder]] sorts them by. */
+  private[spillstore] def changeList: ChangeList = changes
+
   private object changeView extends collection.IndexedSeq[Entry] {
-    override def apply(i: Int): Entry = changes(i)
-    override def length: Int = changeCount
+    override def apply(i: Int): Entry = changes.entry(i)
+    override def length: Int = changes.size
   }
 
   /** Makes the open batch's changes the committed state. */
   def commitBatch(): Unit = {
     var i = 0
-    while (i < changeCount) {
-      val e = changes(i)
+    while (i < changes.size) {
+      val e = changes.entry(i)
       if (!e.isLive) unlink(e) else pins(e.slot) = 0
       e.clear(Entry.Changed | Entry.Existed)
       i += 1
@@ -122,28 +124,19 @@ final class HeapTier(listener: HeapTier.Listener = HeapTier.NoListener) {
 
   /** Restores the committed state from before the open batch. */
   def abortBatch(): Unit = {
-    var i = changeCount - 1
+    var i = changes.size - 1
     while (i >= 0) {
-      val e = changes(i)
-      if (e.existed) { setLive(e, undos(i)); pins(e.slot) = 0 } else { setDead(e); unlink(e) }
+      val e = changes.entry(i)
+      if (e.existed) { setLive(e, changes.undo(i)); pins(e.slot) = 0 } else { setDead(e); unlink(e) }
       e.clear(Entry.Changed | Entry.Existed)
       i -= 1
     }
     resetChanges()
   }
 
-  // A big batch (a preload, a recovery) must not leave a change-list array as large as the
-  // state behind for good: 4 bytes an entry, the per-entry cost a heap tier is measured by.
   private def resetChanges(): Unit = {
-    if (changes.length > ChangeListKeep) {
-      changes = new Array[Entry](ChangeListKeep)
-      undos = new Array[Array[Byte]](ChangeListKeep)
-    } else {
-      java.util.Arrays.fill(changes.asInstanceOf[Array[AnyRef]], 0, changeCount, null)
-      java.util.Arrays.fill(undos.asInstanceOf[Array[AnyRef]], 0, changeCount, null)
-    }
-    changeCount = 0
-    undoBytes = 0
+    changes.clear()
+    keyDelta = 0
   }
 
   /** Adds a committed entry outside any batch (recovery, promotion). */
@@ -254,24 +247,26 @@ final class HeapTier(listener: HeapTier.Listener = HeapTier.NoListener) {
   private def setLive(e: Entry, kv: Array[Byte]): Unit = {
     byteCount += kv.length - e.kv.length
     e.kv = kv
-    if (!e.isLive) { e.set(Entry.Live); liveCount += 1 }
+    if (!e.isLive) {
+      e.set(Entry.Live)
+      liveCount += 1
+      if (e.changed) keyDelta += 1
+    }
   }
 
   /** Makes a linked entry a tombstone; it keeps `kv` for its key. */
-  private def setDead(e: Entry): Unit = if (e.isLive) { e.clear(Entry.Live); liveCount -= 1 }
+  private def setDead(e: Entry): Unit = if (e.isLive) {
+    e.clear(Entry.Live)
+    liveCount -= 1
+    if (e.changed) keyDelta -= 1
+  }
 
   private def recordChange(e: Entry): Unit = if (!e.changed) {
     e.set(if (e.isLive) Entry.Changed | Entry.Existed else Entry.Changed)
-    if (changeCount == changes.length) {
-      changes = java.util.Arrays.copyOf(changes, changeCount * 2)
-      undos = java.util.Arrays.copyOf(undos, changeCount * 2)
-    }
-    if (e.isLive) { undos(changeCount) = e.kv; undoBytes += e.kv.length + ArrayHeader }
+    changes.add(e, if (e.isLive) e.kv else null)
     pins(e.slot) = 1
     // Conservative: after an abort the cold copy is rewritten once more than needed.
     if (e.cold == Entry.ColdClean) e.cold = Entry.ColdStale
-    changes(changeCount) = e
-    changeCount += 1
   }
 
   // Written only when clear, so hot entries' cache lines are not dirtied on every read.
@@ -320,10 +315,6 @@ final class HeapTier(listener: HeapTier.Listener = HeapTier.NoListener) {
 
 object HeapTier {
   private val InitialCapacity = 64
-  // The change and undo lists kept between batches: 16 KB together, what one list of 4096
-  // took before undo values moved out of the entries (a store's fixed heap at rest).
-  private val ChangeListKeep = 2048
-  private val ArrayHeader = 16
 
   /** Seam for structures that follow the table's membership (the prefix index). */
   trait Listener {

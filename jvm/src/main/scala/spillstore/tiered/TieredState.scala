@@ -316,30 +316,18 @@ final class TieredState(
     heap.insertCommitted(hash, Entry.pack(key, value), key.length, Entry.ColdClean)
   }
 
-  def numKeys: Long = {
-    var n = committedKeys
-    val changes = heap.changedEntries
-    var i = 0
-    while (i < changes.size) {
-      val e = changes(i)
-      if (e.isLive && !e.existed) n += 1 else if (!e.isLive && e.existed) n -= 1
-      i += 1
-    }
-    n
-  }
+  def numKeys: Long = committedKeys + heap.batchKeyDelta
 
   // ---------------------------------------------------------------- commit and abort
 
   /** Writes the open batch's net changes; no side effects, so a failed write can abort. */
   def writeJournal(out: StateFile.RecordSink): Unit = {
     // Journals are in key order so that snapshots merge them without sorting (StateFile).
-    val changes = KeyOrder.sorted(heap.changedEntries)
-    var i = 0
-    while (i < changes.length) {
-      val e = changes(i)
+    val changes = KeyOrder.sorted(heap.changeList)
+    while (changes.hasNext) {
+      val e = changes.next()
       if (e.isLive) out.putPacked(e.kv, e.keyLength)
       else if (e.existed) out.removePacked(e.kv, e.keyLength)
-      i += 1
     }
   }
 
@@ -354,7 +342,8 @@ final class TieredState(
     var deletes: WriteBatch = null
     try {
       var i = 0
-      while (i < changes.size) {
+      // Only entries the cold tier holds need a delete: none while it is closed.
+      while (cold != null && i < changes.size) {
         val e = changes(i)
         if (!e.isLive && e.cold != Entry.ColdAbsent) {
           if (deletes == null) deletes = ColdTier.newBatch()

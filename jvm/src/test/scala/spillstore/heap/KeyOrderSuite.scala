@@ -8,15 +8,23 @@ class KeyOrderSuite extends AnyFunSuite {
   private def entries(keys: Seq[Array[Byte]]): IndexedSeq[Entry] =
     keys.map(k => new Entry(0, k, k.length)).toIndexedSeq
 
-  private def assertSortedLikeComparator(keys: Seq[Array[Byte]], clue: String): Unit = {
-    val in = entries(keys)
-    val expected = in.sortWith((a, b) => Entry.ByKey.compare(a, b) < 0).map(_.keyBytes.toSeq)
-    assert(KeyOrder.sorted(in).map(_.keyBytes.toSeq).toSeq === expected, clue)
+  /** Sorts `keys` as one batch of `list` (which may have held earlier batches). */
+  private def sortedKeys(keys: Seq[Array[Byte]], list: ChangeList = new ChangeList): Seq[Seq[Byte]] = {
+    list.clear()
+    entries(keys).foreach(e => list.add(e, null))
+    KeyOrder.sorted(list).map(_.keyBytes.toSeq).toSeq
   }
 
+  private def assertSortedLikeComparator(keys: Seq[Array[Byte]], clue: String,
+      list: ChangeList = new ChangeList): Unit = {
+    val expected = entries(keys).sortWith((a, b) => Entry.ByKey.compare(a, b) < 0).map(_.keyBytes.toSeq)
+    assert(sortedKeys(keys, list) === expected, clue)
+  }
+
+  private val rnd = new Random(7)
+  private def bytes(n: Int): Array[Byte] = { val b = new Array[Byte](n); rnd.nextBytes(b); b }
+
   test("keys come out in unsigned byte order: shared prefixes, prefixes of each other, negative bytes, ties past 8 bytes") {
-    val rnd = new Random(7)
-    def bytes(n: Int): Array[Byte] = { val b = new Array[Byte](n); rnd.nextBytes(b); b }
     val shapes: Seq[(String, () => Array[Byte])] = Seq(
       "random lengths 0-12" -> (() => bytes(rnd.nextInt(13))),
       "UnsafeRow-like: 8 zero bytes then a long" -> (() => new Array[Byte](8) ++ bytes(8)),
@@ -28,10 +36,43 @@ class KeyOrderSuite extends AnyFunSuite {
       val keys = Seq.fill(n)(key()).distinctBy(_.toSeq)
       assertSortedLikeComparator(keys, s"$shape, $n keys")
     }
-    assert(KeyOrder.sorted(IndexedSeq.empty).isEmpty)
+    assert(KeyOrder.sorted(new ChangeList).isEmpty)
   }
 
   test("a key that is a prefix of another sorts first, also when padding makes their prefixes equal") {
     assertSortedLikeComparator(Seq(Array[Byte](1, 0), Array[Byte](1), Array[Byte](), Array[Byte](1, 0, 0)), "padding")
+  }
+
+  test("batches larger than a sorted run are merged in order, ties between runs included") {
+    // 100k keys: four runs; a fifth of them share their first 8 bytes past the shared part,
+    // so runs meet on equal prefixes.
+    val keys = Seq.tabulate(100000) { i =>
+      if (i % 5 == 0) new Array[Byte](8) ++ Array.fill[Byte](8)(3) ++ bytes(4)
+      else new Array[Byte](8) ++ bytes(8)
+    }.distinctBy(_.toSeq)
+    assertSortedLikeComparator(keys, "100k keys")
+    assertSortedLikeComparator(keys.reverse, "100k keys, reversed")
+  }
+
+  test("prefixes taken where the previous batch's keys differed are retaken when this batch's keys share more or fewer bytes") {
+    val list = new ChangeList
+    val shared12 = { val p = bytes(12); Seq.fill(3000)(p ++ bytes(6)).distinctBy(_.toSeq) }
+    val shared2 = { val p = bytes(2); Seq.fill(3000)(p ++ bytes(10)).distinctBy(_.toSeq) }
+    val none = Seq.fill(3000)(bytes(1 + rnd.nextInt(9))).distinctBy(_.toSeq)
+    for ((keys, clue) <- Seq(shared12 -> "12 shared", shared2 -> "fewer", shared12 -> "more",
+        shared12 -> "the same again", none -> "none shared", Seq(bytes(5)) -> "one key")) {
+      assertSortedLikeComparator(keys, clue, list)
+    }
+  }
+
+  test("a change list keeps one 1024-slot chunk between batches, however large the last was") {
+    val list = new ChangeList
+    val atRest = list.estimatedBytes
+    assert(atRest === 1024 * 16)
+    entries(Seq.tabulate(5000)(i => BigInt(i).toByteArray)).foreach(e => list.add(e, Array[Byte](1)))
+    assert(list.size === 5000 && list.estimatedBytes === 5 * 1024 * 16 + 5000 * 17)
+    assert(list.undo(4999).toSeq === Seq[Byte](1) && list.entry(4999).keyBytes.toSeq === BigInt(4999).toByteArray.toSeq)
+    list.clear()
+    assert(list.size === 0 && list.estimatedBytes === atRest)
   }
 }
