@@ -33,6 +33,15 @@ def test_bad_arguments_exit_with_usage(argv: list[str], capsys: pytest.CaptureFi
     assert "usage:" in capsys.readouterr().err
 
 
+@pytest.mark.parametrize("argv", [["--help"], ["demo", "--help"], ["bench", "--help"],
+                                  ["migrate", "--help"], ["checkpoint", "--help"], ["jar", "--help"]])
+def test_every_command_prints_its_help(argv: list[str], capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as exit_:
+        main(argv)
+    assert exit_.value.code == 0
+    assert "usage:" in capsys.readouterr().out
+
+
 def test_option_only_with_spillstore(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["demo", "--provider", "hdfs", "--option", "a=1"]) == 2
     assert "spillstore provider only" in capsys.readouterr().err

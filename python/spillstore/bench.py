@@ -396,7 +396,8 @@ def add_parser(commands: Any) -> None:
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     bench.add_argument("--preset", action="append", choices=[*PRESETS, "all"],
                        help="workload to run (repeatable; default: small): "
-                       + "; ".join(p.describe() for p in PRESETS.values()))
+                       # argparse formats help with %: the onehit preset's "90%" would break it
+                       + "; ".join(p.describe() for p in PRESETS.values()).replace("%", "%%"))
     bench.add_argument("--repetitions", type=_positive_int, default=3,
                        help="runs of each provider per preset, interleaved (default: "
                        "%(default)s)")
