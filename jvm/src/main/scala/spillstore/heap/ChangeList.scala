@@ -18,7 +18,7 @@ import java.util.{Arrays => JArrays}
  * The prefix is taken when the entry joins the list, while its key is in the cache: the sort at
  * commit then reads these arrays instead of every key twice more (once to find the bytes all
  * keys share, once for the prefix; a fifth of the commit in the API benchmark's profile). It is
- * the 8 bytes (zero-padded) after `prefixOffset`, which is the number of bytes the keys of the
+ * the 8 bytes (zero-padded) after `offset`, which is the number of bytes the keys of the
  * previous batch all shared; [[alignPrefixes]] retakes them at commit if this batch's keys share
  * a different number (a prefix taken past the shared bytes would order keys wrongly, one taken
  * before them would tell few keys apart).
@@ -48,9 +48,8 @@ final class ChangeList {
   def entry(i: Int): Entry = entries(i >>> ChunkShift)(i & ChunkMask)
   /** The committed `kv` the batch replaced, or null if the key had no committed value. */
   def undo(i: Int): Array[Byte] = undos(i >>> ChunkShift)(i & ChunkMask)
-  /** Key bytes [prefixOffset, prefixOffset + 8) of `entry(i)` as an unsigned big-endian long. */
+  /** Key bytes [offset, offset + 8) of `entry(i)` as an unsigned big-endian long. */
   def prefix(i: Int): Long = prefixes(i >>> ChunkShift)(i & ChunkMask)
-  def prefixOffset: Int = offset
 
   /** Heap bytes: the slots of every allocated chunk and the undo values. */
   def estimatedBytes: Long = chunks.toLong * ChunkSize * SlotBytes + undoByteCount

@@ -99,16 +99,8 @@ final class HeapTier(listener: HeapTier.Listener = HeapTier.NoListener) {
     setDead(e)
   }
 
-  /** The open batch's changed entries, each once, in first-change order. */
-  def changedEntries: collection.IndexedSeq[Entry] = changeView
-
-  /** The same, with what [[KeyOrder]] sorts them by. */
+  /** The open batch's changed entries, each once, in first-change order (read only). */
   private[spillstore] def changeList: ChangeList = changes
-
-  private object changeView extends collection.IndexedSeq[Entry] {
-    override def apply(i: Int): Entry = changes.entry(i)
-    override def length: Int = changes.size
-  }
 
   /** Makes the open batch's changes the committed state. */
   def commitBatch(): Unit = {

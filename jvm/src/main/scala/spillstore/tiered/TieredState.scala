@@ -337,14 +337,14 @@ final class TieredState(
    * open, so an abort restores exactly the committed state (entries, cold bookkeeping).
    */
   def commitBatch(): Unit = {
-    val changes = heap.changedEntries
+    val changes = heap.changeList
     var deleted = 0
     var deletes: WriteBatch = null
     try {
       var i = 0
       // Only entries the cold tier holds need a delete: none while it is closed.
       while (cold != null && i < changes.size) {
-        val e = changes(i)
+        val e = changes.entry(i)
         if (!e.isLive && e.cold != Entry.ColdAbsent) {
           if (deletes == null) deletes = ColdTier.newBatch()
           deletes.delete(coldKeys.encode(e.keyBytes))
@@ -593,7 +593,7 @@ final class TieredState(
         victims.foreach(heap.unselect)
         throw e
     } finally batch.close()
-    if (coldCount == 0) coldFilter.expect(heap.numLiveEntries)
+    coldFilter.expect(heap.numLiveEntries) // only until its first layer exists
     victims.foreach { v =>
       if (v.cold == Entry.ColdAbsent) {
         coldCount += 1

@@ -76,7 +76,8 @@ class HeapTierSuite extends AnyFunSuite {
     (1 to 10).foreach(i => put(h, 1, s"a$i"))
     put(h, 2, "x"); remove(h, 2)
     remove(h, 1)
-    val changes = h.changedEntries
+    val list = h.changeList
+    val changes = (0 until list.size).map(list.entry)
     assert(changes.size === 2)
     val byKey = changes.map(e => java.nio.ByteBuffer.wrap(e.keyBytes).getLong -> e).toMap
     assert(byKey(1).existed && !byKey(1).isLive)   // removal of a committed key: journaled
