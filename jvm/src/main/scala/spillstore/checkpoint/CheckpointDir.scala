@@ -17,11 +17,12 @@ import spillstore.checkpoint.StateFile.Kind
 /**
  * One store's checkpoint directory: `<version>.journal` for every committed version >= 1 and
  * `<version>.snapshot` for the versions maintenance has snapshotted. Files are created
- * atomically through Spark's `CheckpointFileManager` (temp file, then rename on close).
+ * atomically (temp file, then rename): see [[AtomicOutput.creator]] for how.
  */
 final class CheckpointDir(
     val path: Path, hadoopConf: Configuration, val codec: SpillStoreSparkBridge.Codec) extends Logging {
   private val fm = CheckpointFileManager.create(path, hadoopConf)
+  private val createAtomic = AtomicOutput.creator(path, hadoopConf, fm)
   @volatile private var dirCreated = false
 
   def file(kind: Kind, version: Long): Path = new Path(path, s"$version.${kind.suffix}")
@@ -33,16 +34,16 @@ final class CheckpointDir(
   def write(kind: Kind, version: Long, format: Int = StateFile.FormatVersion)(
       body: StateFile.Writer => Unit): CheckpointDir.Written = {
     if (!dirCreated) { fm.mkdirs(path); dirCreated = true }
-    val atomic = fm.createAtomic(file(kind, version), overwriteIfPossible = true)
+    val atomic = createAtomic(file(kind, version))
     try {
       val writer = new StateFile.Writer(atomic, kind, version, codec, format)
       body(writer)
       writer.finish()
-      atomic.close()
+      atomic.publish()
       CheckpointDir.Written(writer.numBytes, writer.numRecords)
     } catch {
       case NonFatal(e) =>
-        try atomic.cancel() catch { case NonFatal(c) => e.addSuppressed(c) }
+        try atomic.discard() catch { case NonFatal(c) => e.addSuppressed(c) }
         throw e
     }
   }

@@ -1,7 +1,7 @@
 package spillstore.faults
 
 import java.io.File
-import java.util.concurrent.{CyclicBarrier, Executors}
+import java.util.concurrent.{CountDownLatch, CyclicBarrier, Executors, TimeUnit}
 
 import scala.concurrent.{Await, ExecutionContext, Future}
 import scala.concurrent.duration._
@@ -76,6 +76,7 @@ class ZombieSuite extends AnyFunSuite {
       for (round <- 0 until rounds) {
         val zombie = p.getStore(version)
         @volatile var go = true
+        val writing = new CountDownLatch(1)
         val kp = UnsafeProjection.create(keySchema)
         val vp = UnsafeProjection.create(valueSchema)
         val t = new Thread(() => {
@@ -84,18 +85,22 @@ class ZombieSuite extends AnyFunSuite {
             while (go) {
               zombie.put(kp(new GenericInternalRow(Array[Any](i % 500))),
                 vp(new GenericInternalRow(Array[Any](-1L))))
+              writing.countDown()
               i += 1
             }
           } catch { case _: IllegalStateException => zombieRejected += 1 }
         })
         t.start()
-        Thread.sleep(0, 200000)
+        assert(writing.await(10, TimeUnit.SECONDS), s"round $round: the zombie never wrote")
         val winner = p.getStore(version) // replaces the zombie, aborting its batch
         winner.put(key(round % 500), value(round))
         expected += (round % 500).toLong -> round.toLong
         version = winner.commit()
-        go = false
+        // The zombie must be stopped by its own next call, not by the test: `go` only ends a
+        // zombie that was never stopped, so that the count below can say so.
         t.join(10000)
+        go = false
+        t.join()
         val live = contents(p.getReadStore(version))
         assert(live === expected, s"round $round: zombie writes in the live state")
       }
