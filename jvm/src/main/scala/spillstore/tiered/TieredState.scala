@@ -559,20 +559,27 @@ final class TieredState(
   def evict(bytes: Long, entries: Long): Long = {
     if ((bytes <= 0 && entries <= 0) || openIterators > 0) return 0
     val before = residentBytes
-    // Evicted keys join the cold-key filter, which may grow by a layer: evict on to pay for it.
-    var evicted = evictOnce(bytes, entries)
-    while (evicted > 0 && residentBytes > before - bytes) {
-      evicted = evictOnce(residentBytes - (before - bytes), 0)
-    }
+    var entriesLeft = entries
+    // In writes of at most MaxVictimsPerWrite; evicted keys join the cold-key filter, which may
+    // grow by a layer: evict on to pay for it.
+    var evicted = 0
+    do {
+      evicted = evictOnce(residentBytes - (before - bytes), entriesLeft)
+      entriesLeft -= evicted
+    } while (evicted > 0 && (residentBytes > before - bytes || entriesLeft > 0))
     before - residentBytes
   }
 
-  /** One write to RocksDB of victims worth `bytes` and `entries`; returns how many. */
+  /**
+   * One write to RocksDB of victims worth `bytes` and `entries`, at most [[MaxVictimsPerWrite]];
+   * returns how many.
+   */
   private def evictOnce(bytes: Long, entries: Long): Int = {
-    val victims = ArrayBuffer.empty[Entry]
+    val victims = new ArrayBuffer[Entry](64)
     var freed = 0L
     var victim: Entry = null
-    while ((freed < bytes || victims.size < entries) && { victim = heap.nextVictim(); victim != null }) {
+    while (victims.size < MaxVictimsPerWrite && (freed < bytes || victims.size < entries) &&
+        { victim = heap.nextVictim(); victim != null }) {
       victims += victim
       freed += victim.bytes
     }
@@ -705,6 +712,14 @@ object TierCounters {
 object TieredState {
   /** The heap reports growth to the memory manager in steps of at most this many bytes. */
   val ReportEveryBytes: Long = 64L << 10
+
+  /**
+   * Victims per RocksDB write. Bounds what one eviction holds at once: the victim list (64 KB of
+   * references, below the 512 KB at which G1 allocates an array as humongous in a 1 GB heap;
+   * a 25M-key run allocated 390 larger lists) and the native `WriteBatch`, which is outside
+   * `coldTierMemory`. It did not change that run's GC share (docs/benchmarks.md section 5).
+   */
+  private[tiered] val MaxVictimsPerWrite = 16384
 
   private def copyOf(row: UnsafeRow): Array[Byte] =
     HeapTier.copyOf(row.getBaseObject, row.getBaseOffset, row.getSizeInBytes)

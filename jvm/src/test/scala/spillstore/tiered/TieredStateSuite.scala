@@ -90,6 +90,28 @@ class TieredStateSuite extends AnyFunSuite with BeforeAndAfterAll {
     assert(s.get(key(123)) != null && s.get(key(199999)) != null && s.get(key(200000)) == null)
   }
 
+  test("a large eviction writes RocksDB in chunks of at most MaxVictimsPerWrite, exactly") {
+    val writes = new java.util.concurrent.ConcurrentLinkedQueue[Int]()
+    val f = new Fixture(maxEntries = 40000, openCold = (parent, name) =>
+      new ColdTier(new File(parent, s"$name-${UUID.randomUUID()}")) {
+        override def write(batch: WriteBatch): Unit = { writes.add(batch.count()); super.write(batch) }
+      })
+    val s = f.state
+    f.load(0L until 40000L)
+    assert(writes.isEmpty && s.heap.numLiveEntries === 40000)
+    f.maxEntries = 5000
+    f.renew() // evicts 35,000 entries: three writes
+    assert(s.heap.numLiveEntries === 5000 && s.coldKeyCount === 35000)
+    val sizes = writes.toArray.map(_.asInstanceOf[Int]).toSeq
+    assert(sizes.sum === 35000 && sizes.forall(_ <= TieredState.MaxVictimsPerWrite), sizes)
+    // By bytes: at least what was asked for, in one more chunked round.
+    writes.clear()
+    val asked = s.heapBytes / 2
+    assert(s.evict(asked, 0) >= asked)
+    assert(writes.toArray.forall(_.asInstanceOf[Int] <= TieredState.MaxVictimsPerWrite))
+    assert(contents(s) === (0L until 40000L).map(i => i -> i).toMap)
+  }
+
   test("write-back: dirty entries are written on eviction, clean ones are dropped") {
     val f = new Fixture(maxEntries = 1000)
     val s = f.state
