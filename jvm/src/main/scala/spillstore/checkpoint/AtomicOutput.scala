@@ -37,18 +37,15 @@ object AtomicOutput {
    * `CheckpointFileManager`, as the other providers do.
    */
   def creator(dir: Path, hadoopConf: Configuration, fm: CheckpointFileManager): Path => AtomicOutput = {
-    val localFile: Option[Path => File] =
-      if (hadoopConf.get(FileManagerConf) != null) None
-      else dir.getFileSystem(hadoopConf) match {
-        // Subclasses too: with Hive's jars on the class path (pyspark's are), `file:` is Hive's
-        // ProxyLocalFileSystem, a LocalFileSystem with its own rename.
-        case l: LocalFileSystem => Some(l.pathToFile)
-        case r: RawLocalFileSystem => Some(r.pathToFile)
-        case _ => None
-      }
-    localFile match {
-      case Some(toFile) => target => new LocalFile(toFile(target))
-      case None => target => new ThroughFileManager(fm.createAtomic(target, overwriteIfPossible = true))
+    val throughFileManager: Path => AtomicOutput =
+      target => new ThroughFileManager(fm.createAtomic(target, overwriteIfPossible = true))
+    if (hadoopConf.get(FileManagerConf) != null) throughFileManager
+    else dir.getFileSystem(hadoopConf) match {
+      // Subclasses too: with Hive's jars on the class path (pyspark's are), `file:` is Hive's
+      // ProxyLocalFileSystem, a LocalFileSystem with its own rename.
+      case l: LocalFileSystem => target => new LocalFile(l.pathToFile(target))
+      case r: RawLocalFileSystem => target => new LocalFile(r.pathToFile(target))
+      case _ => throughFileManager
     }
   }
 

@@ -575,7 +575,7 @@ final class TieredState(
    * returns how many.
    */
   private def evictOnce(bytes: Long, entries: Long): Int = {
-    val victims = new ArrayBuffer[Entry](64)
+    val victims = ArrayBuffer.empty[Entry]
     var freed = 0L
     var victim: Entry = null
     while (victims.size < MaxVictimsPerWrite && (freed < bytes || victims.size < entries) &&

@@ -18,6 +18,10 @@ class AtomicOutputSuite extends AnyFunSuite {
 
   private def bytes(n: Int, seed: Int): Array[Byte] = Array.tabulate(n)(i => (i * 31 + seed).toByte)
 
+  /** The creator CheckpointDir would use for `dir` with `conf`. */
+  private def creatorFor(dir: String, conf: Configuration = new Configuration()): Path => AtomicOutput =
+    AtomicOutput.creator(new Path(dir), conf, CheckpointFileManager.create(new Path(dir), conf))
+
   private def write(create: Path => AtomicOutput, target: Path, data: Array[Byte]): Unit = {
     val out = create(target)
     out.write(data, 0, data.length)
@@ -26,8 +30,7 @@ class AtomicOutputSuite extends AnyFunSuite {
 
   test("a local file appears whole on publish, with no temp file or .crc left beside it") {
     withTempDir("atomic") { dir =>
-      val conf = new Configuration()
-      val create = AtomicOutput.creator(new Path(dir), conf, CheckpointFileManager.create(new Path(dir), conf))
+      val create = creatorFor(dir)
       val out = create(new Path(dir, "1.journal"))
       out.write(bytes(100000, 1), 0, 100000)
       assert(!new File(dir, "1.journal").exists())
@@ -43,8 +46,7 @@ class AtomicOutputSuite extends AnyFunSuite {
 
   test("discard, or a failed publish, leaves the target as it was and no temp file") {
     withTempDir("atomic") { dir =>
-      val conf = new Configuration()
-      val create = AtomicOutput.creator(new Path(dir), conf, CheckpointFileManager.create(new Path(dir), conf))
+      val create = creatorFor(dir)
       write(create, new Path(dir, "2.snapshot"), bytes(10, 2))
       val discarded = create(new Path(dir, "2.snapshot"))
       discarded.write(bytes(50, 3), 0, 50)
@@ -82,8 +84,7 @@ class AtomicOutputSuite extends AnyFunSuite {
       val conf = new Configuration()
       val chosen = CheckpointFileManager.create(new Path(dir), conf).getClass.getName
       conf.set(AtomicOutput.FileManagerConf, chosen)
-      val fm = CheckpointFileManager.create(new Path(dir), conf)
-      write(AtomicOutput.creator(new Path(dir), conf, fm), new Path(dir, "7.journal"), bytes(10, 7))
+      write(creatorFor(dir, conf), new Path(dir, "7.journal"), bytes(10, 7))
       // Hadoop's local file system writes its checksum beside the file; java.nio does not.
       assert(names(dir) === Set("7.journal", ".7.journal.crc"))
     }

@@ -4,6 +4,7 @@ import java.io.File
 import java.nio.file.Files
 import java.util.UUID
 
+import scala.collection.mutable.ArrayBuffer
 import scala.util.Random
 
 import org.apache.commons.io.FileUtils
@@ -91,10 +92,10 @@ class TieredStateSuite extends AnyFunSuite with BeforeAndAfterAll {
   }
 
   test("a large eviction writes RocksDB in chunks of at most MaxVictimsPerWrite, exactly") {
-    val writes = new java.util.concurrent.ConcurrentLinkedQueue[Int]()
+    val writes = ArrayBuffer.empty[Int] // batch sizes; evictions run on this thread
     val f = new Fixture(maxEntries = 40000, openCold = (parent, name) =>
       new ColdTier(new File(parent, s"$name-${UUID.randomUUID()}")) {
-        override def write(batch: WriteBatch): Unit = { writes.add(batch.count()); super.write(batch) }
+        override def write(batch: WriteBatch): Unit = { writes += batch.count(); super.write(batch) }
       })
     val s = f.state
     f.load(0L until 40000L)
@@ -102,13 +103,12 @@ class TieredStateSuite extends AnyFunSuite with BeforeAndAfterAll {
     f.maxEntries = 5000
     f.renew() // evicts 35,000 entries: three writes
     assert(s.heap.numLiveEntries === 5000 && s.coldKeyCount === 35000)
-    val sizes = writes.toArray.map(_.asInstanceOf[Int]).toSeq
-    assert(sizes.sum === 35000 && sizes.forall(_ <= TieredState.MaxVictimsPerWrite), sizes)
+    assert(writes.sum === 35000 && writes.forall(_ <= TieredState.MaxVictimsPerWrite), writes)
     // By bytes: at least what was asked for, in one more chunked round.
     writes.clear()
     val asked = s.heapBytes / 2
     assert(s.evict(asked, 0) >= asked)
-    assert(writes.toArray.forall(_.asInstanceOf[Int] <= TieredState.MaxVictimsPerWrite))
+    assert(writes.forall(_ <= TieredState.MaxVictimsPerWrite), writes)
     assert(contents(s) === (0L until 40000L).map(i => i -> i).toMap)
   }
 
