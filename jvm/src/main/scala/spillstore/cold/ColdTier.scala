@@ -83,11 +83,12 @@ object ColdTier extends Logging {
    * Level-0 files that start a compaction (RocksDB's default is 4). Evicted keys arrive in
    * no key order, so every level-0 file overlaps the whole tier and each compaction rewrites
    * all of it; memtables are small under [[ColdMemory]]'s bound, so with 4 files a tier was
-   * rewritten every ~20 MB written. Twice the files halve those rewrites for one more filter
-   * probe per file on a cold read: +14 % records/s with 25M keys, cold reads no slower
-   * (docs/benchmarks.md, section 5, fourth round).
+   * rewritten every ~20 MB written. Twice the files halve those rewrites; a cold read may
+   * probe up to twice the level-0 files (one in-memory filter each): +14 % records/s with 25M
+   * keys, cold reads no slower (docs/benchmarks.md, section 5, fourth round).
    */
   private val L0CompactionTrigger = 8
+
   /** A scan of a cold tier; see [[ColdTier.scan]]. Closing it twice is harmless. */
   final class Scan private[ColdTier] (it: RocksIterator, from: Array[Byte],
       keep: Array[Byte] => Boolean) extends Iterator[(Array[Byte], Array[Byte])] with AutoCloseable {
