@@ -3,8 +3,8 @@ package spillstore.heap
 import java.util.{Arrays => JArrays}
 
 /**
- * Sorts a batch's changed entries by unsigned key bytes, the order of checkpoint files, for the
- * commit path.
+ * Sorts keys by unsigned bytes, the order of checkpoint files and of RocksDB: a batch's
+ * changed entries for the commit path, and an eviction's keys for its RocksDB write.
  *
  * A comparator sort of entries costs two dependent cache misses per comparison (the entry,
  * then its key array); on a 25M-key run it was 13 % of all task time. Here the 8-byte key
@@ -17,6 +17,8 @@ import java.util.{Arrays => JArrays}
  */
 object KeyOrder {
   private val RunLength = 1 << 15
+  /** Fewer keys than this are sorted by comparing them whole: see [[order]]. */
+  private val MinRadixKeys = 64
 
   /** The list's entries in ascending unsigned key order. */
   def sorted(changes: ChangeList): Iterator[Entry] = {
@@ -42,49 +44,106 @@ object KeyOrder {
   /** Sorts entries [from, until) of `changes`. */
   private def sortRun(changes: ChangeList, from: Int, until: Int, s: Scratch): Run = {
     val n = until - from
-    var prefixes = new Array[Long](n)
-    var positions = s.positions
-    var tmpPrefixes = s.tmpPrefixes
-    var tmpPositions = s.tmpPositions
-    val counts = s.counts
+    val prefixes = new Array[Long](n)
     var i = 0
-    while (i < n) { prefixes(i) = changes.prefix(from + i); positions(i) = from + i; i += 1 }
-    // LSD radix sort, one byte a pass; a byte position on which all prefixes agree is skipped.
+    while (i < n) { prefixes(i) = changes.prefix(from + i); s.positions(i) = from + i; i += 1 }
+    radixSort(prefixes, s.positions, n, s)
+    val out = new Array[Entry](n)
+    i = 0
+    while (i < n) { out(i) = changes.entry(s.positions(i)); i += 1 }
+    forEachTie(prefixes, n)((start, end) => JArrays.sort(out, start, end, Entry.ByKey))
+    new Run(out, prefixes)
+  }
+
+  /**
+   * The order of `n` keys by unsigned bytes (key `i`: the first `lengths(i)` bytes of
+   * `keys(i)`): positions into `keys`, smallest key first. Sorts on the 8 bytes after those all
+   * keys share, as the commit's sort does; for at most a few tens of thousands of keys (one
+   * eviction's RocksDB write).
+   */
+  def order(keys: Array[Array[Byte]], lengths: Array[Int], n: Int): Array[Int] = {
+    if (n < MinRadixKeys) {
+      // A radix pass costs a 257-slot histogram whatever n is; an eviction of a few keys (one
+      // a put, when a store sits at its entry budget) would pay more for that than for its write.
+      val positions = Array.tabulate(n)(identity)
+      sortTies(keys, lengths, positions, 0, n)
+      return positions
+    }
+    var shared = lengths(0)
+    var i = 1
+    while (i < n && shared > 0) {
+      val m = JArrays.mismatch(keys(0), 0, shared, keys(i), 0, math.min(shared, lengths(i)))
+      if (m >= 0) shared = m
+      i += 1
+    }
+    val s = new Scratch(n)
+    val prefixes = new Array[Long](n)
+    i = 0
+    while (i < n) { prefixes(i) = ChangeList.prefixAt(keys(i), lengths(i), shared); s.positions(i) = i; i += 1 }
+    radixSort(prefixes, s.positions, n, s)
+    forEachTie(prefixes, n)((start, end) => sortTies(keys, lengths, s.positions, start, end))
+    s.positions
+  }
+
+  /** Sorts `positions`[start, end) by the whole keys they point to. */
+  private def sortTies(keys: Array[Array[Byte]], lengths: Array[Int], positions: Array[Int],
+      start: Int, end: Int): Unit = {
+    val tied = JArrays.copyOfRange(positions, start, end).map(Int.box)
+    JArrays.sort(tied, (a: Integer, b: Integer) =>
+      JArrays.compareUnsigned(keys(a), 0, lengths(a), keys(b), 0, lengths(b)))
+    var j = 0
+    while (j < tied.length) { positions(start + j) = tied(j); j += 1 }
+  }
+
+  /**
+   * LSD radix sort of `prefixes`[0, n) as unsigned longs, one byte a pass, carrying
+   * `positions` along; a byte on which all prefixes agree is skipped. Leaves the result in the
+   * arrays passed in.
+   */
+  private def radixSort(prefixes: Array[Long], positions: Array[Int], n: Int, s: Scratch): Unit = {
+    var from = prefixes
+    var fromPositions = positions
+    var to = s.tmpPrefixes
+    var toPositions = s.tmpPositions
+    val counts = s.counts
     var shift = 0
     while (shift < 64) {
       JArrays.fill(counts, 0)
-      i = 0
-      while (i < n) { counts(((prefixes(i) >>> shift) & 0xff).toInt + 1) += 1; i += 1 }
+      var i = 0
+      while (i < n) { counts(((from(i) >>> shift) & 0xff).toInt + 1) += 1; i += 1 }
       if (!counts.exists(_ == n)) {
         var b = 0
         while (b < 256) { counts(b + 1) += counts(b); b += 1 }
         i = 0
         while (i < n) {
-          val bucket = ((prefixes(i) >>> shift) & 0xff).toInt
-          val to = counts(bucket)
-          counts(bucket) = to + 1
-          tmpPrefixes(to) = prefixes(i)
-          tmpPositions(to) = positions(i)
+          val bucket = ((from(i) >>> shift) & 0xff).toInt
+          val at = counts(bucket)
+          counts(bucket) = at + 1
+          to(at) = from(i)
+          toPositions(at) = fromPositions(i)
           i += 1
         }
-        val p = prefixes; prefixes = tmpPrefixes; tmpPrefixes = p
-        val q = positions; positions = tmpPositions; tmpPositions = q
+        val p = from; from = to; to = p
+        val q = fromPositions; fromPositions = toPositions; toPositions = q
       }
       shift += 8
     }
-    val out = new Array[Entry](n)
-    i = 0
-    while (i < n) { out(i) = changes.entry(positions(i)); i += 1 }
-    // Equal prefixes: the keys differ further on, or one is a prefix of the other.
+    if (from ne prefixes) {
+      System.arraycopy(from, 0, prefixes, 0, n)
+      System.arraycopy(fromPositions, 0, positions, 0, n)
+    }
+  }
+
+  /** Calls `sort(start, end)` for each run of two or more equal prefixes in sorted `prefixes`:
+   *  those keys differ further on, or one is a prefix of the other. */
+  private def forEachTie(prefixes: Array[Long], n: Int)(sort: (Int, Int) => Unit): Unit = {
     var start = 0
     while (start < n) {
       var end = start + 1
       while (end < n && prefixes(end) == prefixes(start)) end += 1
-      if (end - start > 1) JArrays.sort(out, start, end, Entry.ByKey)
+      if (end - start > 1) sort(start, end)
       start = end
     }
-    // An odd number of passes leaves the sorted prefixes in a scratch array: keep a copy.
-    new Run(out, if (prefixes eq s.tmpPrefixes) JArrays.copyOf(prefixes, n) else prefixes)
   }
 
   private def compare(a: Run, ai: Int, b: Run, bi: Int): Int = {

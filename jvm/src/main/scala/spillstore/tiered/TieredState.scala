@@ -12,7 +12,7 @@ import org.apache.spark.sql.catalyst.expressions.UnsafeRow
 import org.apache.spark.unsafe.Platform
 
 import spillstore.checkpoint.StateFile
-import spillstore.cold.{ColdKeyFilter, ColdKeys, ColdTier}
+import spillstore.cold.{ColdKeyFilter, ColdKeys, ColdTier, ColdWrite}
 import spillstore.heap.{Entry, HeapTier, KeyOrder, KeyValue, PrefixIndex}
 import spillstore.memory.Spillable
 import spillstore.metrics.ExecutorStats
@@ -571,35 +571,28 @@ final class TieredState(
   }
 
   /**
-   * One write to RocksDB of victims worth `bytes` and `entries`, at most [[MaxVictimsPerWrite]];
-   * returns how many.
+   * One write to RocksDB of victims worth `bytes` and `entries`, at most [[MaxVictimsPerWrite]]
+   * and about [[MaxBytesPerWrite]]; returns how many.
    */
   private def evictOnce(bytes: Long, entries: Long): Int = {
     val victims = ArrayBuffer.empty[Entry]
     var freed = 0L
+    var writeBytes = 0L
     var victim: Entry = null
-    while (victims.size < MaxVictimsPerWrite && (freed < bytes || victims.size < entries) &&
+    while (victims.size < MaxVictimsPerWrite && writeBytes < MaxBytesPerWrite &&
+        (freed < bytes || victims.size < entries) &&
         { victim = heap.nextVictim(); victim != null }) {
       victims += victim
       freed += victim.bytes
+      writeBytes += ColdWrite.putBytes(victim.keyLength, victim.valueLength)
     }
     if (victims.isEmpty) return 0
     // RocksDB first: if the write fails, the heap still has every entry.
-    val batch = ColdTier.newBatch()
-    var written = 0
-    try {
-      victims.foreach { v =>
-        if (v.cold != Entry.ColdClean) {
-          batch.put(coldKeys.encode(v.keyBytes), v.valueBytes)
-          written += 1
-        }
-      }
-      if (written > 0) ensureCold().write(batch)
-    } catch {
+    val written = try writeBack(victims) catch {
       case e: Throwable =>
         victims.foreach(heap.unselect)
         throw e
-    } finally batch.close()
+    }
     coldFilter.expect(heap.numLiveEntries) // only until its first layer exists
     victims.foreach { v =>
       if (v.cold == Entry.ColdAbsent) {
@@ -616,6 +609,37 @@ final class TieredState(
     writeBacks += written
     publish()
     victims.size
+  }
+
+  /**
+   * Writes the victims whose value RocksDB lacks, in one write in key order; returns how many.
+   * In key order, RocksDB's memtable inserts each key next to where the previous one went (its
+   * skip list keeps that position): 16,384 keys a write took 451-487 ns a key sorted against
+   * 716-765 in eviction order (rocksdbjni 9.8.4, 3M 16-byte keys into a 9 MB memtable).
+   */
+  private def writeBack(victims: ArrayBuffer[Entry]): Int = {
+    val dirty = victims.filter(_.cold != Entry.ColdClean)
+    val n = dirty.size
+    if (n == 0) return 0
+    val keys = new Array[Array[Byte]](n)
+    val keyLengths = new Array[Int](n)
+    var size = 0L
+    var i = 0
+    while (i < n) {
+      val v = dirty(i)
+      if (coldKeys eq ColdKeys.Plain) { keys(i) = v.kv; keyLengths(i) = v.keyLength }
+      else { val k = coldKeys.encode(v.keyBytes); keys(i) = k; keyLengths(i) = k.length }
+      size += ColdWrite.putBytes(keyLengths(i), v.valueLength)
+      i += 1
+    }
+    val write = new ColdWrite(Math.toIntExact(size))
+    KeyOrder.order(keys, keyLengths, n).foreach { j =>
+      val v = dirty(j)
+      write.put(keys(j), 0, keyLengths(j), v.kv, v.keyLength, v.valueLength)
+    }
+    val batch = write.toWriteBatch
+    try ensureCold().write(batch) finally batch.close()
+    n
   }
 
   private def ensureCold(): ColdTier = {
@@ -720,6 +744,12 @@ object TieredState {
    * `coldTierMemory`. It did not change that run's GC share (docs/benchmarks.md section 5).
    */
   private[tiered] val MaxVictimsPerWrite = 16384
+
+  /**
+   * Bytes of puts per RocksDB write (victims are added until the write reaches it): keeps the
+   * write's one array ([[ColdWrite]]) below G1's humongous size for entries of up to a few KB.
+   */
+  private[tiered] val MaxBytesPerWrite = 256 << 10
 
   private def copyOf(row: UnsafeRow): Array[Byte] =
     HeapTier.copyOf(row.getBaseObject, row.getBaseOffset, row.getSizeInBytes)

@@ -39,6 +39,22 @@ class KeyOrderSuite extends AnyFunSuite {
     assert(KeyOrder.sorted(new ChangeList).isEmpty)
   }
 
+  test("order: positions of keys packed with values, by their key bytes only, ties and duplicates included") {
+    for (n <- Seq(0, 1, 2, 40, 63, 64, 65, 3000)) {
+      val shared = bytes(rnd.nextInt(12))
+      val keys = Seq.fill(n)(shared ++ (if (rnd.nextInt(4) == 0) Array[Byte](9, 9, 9, 9, 9, 9, 9, 9) else Array.emptyByteArray) ++
+        bytes(rnd.nextInt(12)))
+      val withDuplicates = (keys ++ keys.take(n / 10)).toArray
+      // Each key is followed by value bytes, which must not take part in the order.
+      val packed = withDuplicates.map(k => k ++ bytes(1 + rnd.nextInt(5)))
+      val order = KeyOrder.order(packed, withDuplicates.map(_.length), withDuplicates.length)
+      assert(order.sorted.toSeq === withDuplicates.indices, s"$n keys: not a permutation")
+      val expected = withDuplicates.map(_.toSeq).sortWith((a, b) =>
+        java.util.Arrays.compareUnsigned(a.toArray, b.toArray) < 0)
+      assert(order.map(i => withDuplicates(i).toSeq).toSeq === expected.toSeq, s"$n keys")
+    }
+  }
+
   test("a key that is a prefix of another sorts first, also when padding makes their prefixes equal") {
     assertSortedLikeComparator(Seq(Array[Byte](1, 0), Array[Byte](1), Array[Byte](), Array[Byte](1, 0, 0)), "padding")
   }

@@ -91,24 +91,59 @@ class TieredStateSuite extends AnyFunSuite with BeforeAndAfterAll {
     assert(s.get(key(123)) != null && s.get(key(199999)) != null && s.get(key(200000)) == null)
   }
 
-  test("a large eviction writes RocksDB in chunks of at most MaxVictimsPerWrite, exactly") {
+  /** The keys of a write batch's puts, in order (its format: spillstore.cold.ColdWriteSuite). */
+  private def putKeys(batch: WriteBatch): Seq[Seq[Byte]] = {
+    val data = batch.data()
+    var at = 12
+    def varint(): Int = {
+      var v = 0
+      var shift = 0
+      while ((data(at) & 0x80) != 0) { v |= (data(at) & 0x7f) << shift; shift += 7; at += 1 }
+      v |= data(at) << shift
+      at += 1
+      v
+    }
+    val keys = ArrayBuffer.empty[Seq[Byte]]
+    while (at < data.length) {
+      assert(data(at) === 1, s"not a put at byte $at")
+      at += 1
+      val k = varint()
+      keys += data.slice(at, at + k).toSeq
+      at += k
+      val valueLength = varint()
+      at += valueLength
+    }
+    keys.toSeq
+  }
+
+  test("a large eviction writes RocksDB in chunks of bounded count and bytes, in key order, exactly") {
     val writes = ArrayBuffer.empty[Int] // batch sizes; evictions run on this thread
+    val unsorted = ArrayBuffer.empty[Int]
     val f = new Fixture(maxEntries = 40000, openCold = (parent, name) =>
       new ColdTier(new File(parent, s"$name-${UUID.randomUUID()}")) {
-        override def write(batch: WriteBatch): Unit = { writes += batch.count(); super.write(batch) }
+        override def write(batch: WriteBatch): Unit = {
+          writes += batch.count()
+          val keys = putKeys(batch)
+          if (keys.zip(keys.drop(1)).exists { case (a, b) =>
+              java.util.Arrays.compareUnsigned(a.toArray, b.toArray) >= 0 }) unsorted += batch.count()
+          assert(batch.data().length <= TieredState.MaxBytesPerWrite + 12 + 64)
+          super.write(batch)
+        }
       })
     val s = f.state
     f.load(0L until 40000L)
     assert(writes.isEmpty && s.heap.numLiveEntries === 40000)
     f.maxEntries = 5000
-    f.renew() // evicts 35,000 entries: three writes
+    f.renew() // evicts 35,000 entries: 16-byte keys and values, 7,490 a write
     assert(s.heap.numLiveEntries === 5000 && s.coldKeyCount === 35000)
-    assert(writes.sum === 35000 && writes.forall(_ <= TieredState.MaxVictimsPerWrite), writes)
+    assert(writes.sum === 35000 && writes.size === 5 && writes.forall(_ <= TieredState.MaxVictimsPerWrite), writes)
+    assert(unsorted.isEmpty, s"writes not in key order: $unsorted")
     // By bytes: at least what was asked for, in one more chunked round.
     writes.clear()
     val asked = s.heapBytes / 2
     assert(s.evict(asked, 0) >= asked)
-    assert(writes.forall(_ <= TieredState.MaxVictimsPerWrite), writes)
+    assert(writes.nonEmpty && writes.forall(_ <= TieredState.MaxVictimsPerWrite), writes)
+    assert(unsorted.isEmpty, s"writes not in key order: $unsorted")
     assert(contents(s) === (0L until 40000L).map(i => i -> i).toMap)
   }
 
