@@ -26,8 +26,6 @@ final class ColdWrite(capacityBytes: Int) {
   private var at = HeaderBytes
   private var count = 0
 
-  def size: Int = count
-
   /** Adds a put of key bytes [keyOffset, +keyLength) and value bytes [valueOffset, +valueLength). */
   def put(key: Array[Byte], keyOffset: Int, keyLength: Int,
       value: Array[Byte], valueOffset: Int, valueLength: Int): Unit = {

@@ -63,8 +63,8 @@ object KeyOrder {
    */
   def order(keys: Array[Array[Byte]], lengths: Array[Int], n: Int): Array[Int] = {
     if (n < MinRadixKeys) {
-      // A radix pass costs a 257-slot histogram whatever n is; an eviction of a few keys (one
-      // a put, when a store sits at its entry budget) would pay more for that than for its write.
+      // A radix pass costs a 257-slot histogram whatever n is: a write of a few keys (the tail
+      // of a chunked eviction, a small relief) would pay more for the histograms than the sort.
       val positions = Array.tabulate(n)(identity)
       sortTies(keys, lengths, positions, 0, n)
       return positions
