@@ -64,10 +64,7 @@ final class ChangeList {
     val kv = e.kv
     val keyLength = e.keyLength
     if (count == 0) { firstKv = kv; shared = keyLength }
-    else if (shared > 0) {
-      val m = JArrays.mismatch(firstKv, 0, shared, kv, 0, math.min(shared, keyLength))
-      if (m >= 0) shared = m
-    }
+    else shared = sharedLength(firstKv, shared, kv, keyLength)
     prefixes(c)(i) = prefixAt(kv, keyLength, offset)
     count += 1
   }
@@ -120,6 +117,14 @@ object ChangeList {
   /** An entry and an undo reference (4 bytes each with compressed oops) and a prefix. */
   private val SlotBytes = 16
   private val ArrayHeader = 16
+
+  /** How many of `first`'s first `shared` bytes the key (`kv`'s first `keyLength` bytes) shares. */
+  def sharedLength(first: Array[Byte], shared: Int, kv: Array[Byte], keyLength: Int): Int =
+    if (shared == 0) 0
+    else {
+      val m = JArrays.mismatch(first, 0, shared, kv, 0, math.min(shared, keyLength))
+      if (m >= 0) m else shared
+    }
 
   /** Bytes [from, from + 8) of the key (`kv`'s first `keyLength` bytes) as an unsigned
    *  big-endian long, zero-padded. */

@@ -71,11 +71,7 @@ object KeyOrder {
     }
     var shared = lengths(0)
     var i = 1
-    while (i < n && shared > 0) {
-      val m = JArrays.mismatch(keys(0), 0, shared, keys(i), 0, math.min(shared, lengths(i)))
-      if (m >= 0) shared = m
-      i += 1
-    }
+    while (i < n && shared > 0) { shared = ChangeList.sharedLength(keys(0), shared, keys(i), lengths(i)); i += 1 }
     val s = new Scratch(n)
     val prefixes = new Array[Long](n)
     i = 0
