@@ -39,7 +39,7 @@ final class SpillStateStore private[spillstore] (
   private[spillstore] def getValue(key: UnsafeRow): UnsafeRow = {
     use()
     val kv = live.get(key)
-    if (kv == null) null else valueRow(kv, key.getSizeInBytes)
+    if (kv == null) null else valueRow(kv)
   }
 
   private[spillstore] def putValue(key: UnsafeRow, value: UnsafeRow): Unit = {
@@ -140,10 +140,9 @@ final class SpillStateStore private[spillstore] (
     state = Committed
   }
 
-  /** The value packed after a key of `keyLength` bytes in `kv`. */
-  private def valueRow(kv: Array[Byte], keyLength: Int): UnsafeRow = {
+  private def valueRow(kv: KeyValue): UnsafeRow = {
     val row = new UnsafeRow(valueFields)
-    row.pointTo(kv, Platform.BYTE_ARRAY_OFFSET + keyLength, kv.length - keyLength)
+    row.pointTo(kv.base, Platform.BYTE_ARRAY_OFFSET + kv.valueOffset, kv.valueLength)
     row
   }
 
@@ -151,8 +150,8 @@ final class SpillStateStore private[spillstore] (
     val pair = new UnsafeRowPair()
     entries.map { kv =>
       val key = new UnsafeRow(keyFields)
-      key.pointTo(kv.kv, kv.keyLength)
-      pair.withRows(key, valueRow(kv.kv, kv.keyLength))
+      key.pointTo(kv.base, Platform.BYTE_ARRAY_OFFSET + kv.offset, kv.keyLength)
+      pair.withRows(key, valueRow(kv))
     }
   }
 

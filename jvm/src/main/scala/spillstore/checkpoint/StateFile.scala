@@ -47,11 +47,15 @@ object StateFile {
   trait RecordSink {
     def put(key: Array[Byte], value: Array[Byte]): Unit
     def remove(key: Array[Byte]): Unit
-    /** A put whose key and value are packed in one array, key first (a heap entry's). */
-    def putPacked(kv: Array[Byte], keyLength: Int): Unit =
-      put(JArrays.copyOf(kv, keyLength), JArrays.copyOfRange(kv, keyLength, kv.length))
-    /** A removal of the key packed first in `kv`. */
-    def removePacked(kv: Array[Byte], keyLength: Int): Unit = remove(JArrays.copyOf(kv, keyLength))
+    /** A put of the key at `kv`[offset, offset + keyLength) and the value right after it. */
+    def putPacked(kv: Array[Byte], offset: Int, keyLength: Int, valueLength: Int): Unit = {
+      val valueFrom = offset + keyLength
+      put(JArrays.copyOfRange(kv, offset, valueFrom),
+        JArrays.copyOfRange(kv, valueFrom, valueFrom + valueLength))
+    }
+    /** A removal of the key at `kv`[offset, offset + keyLength). */
+    def removePacked(kv: Array[Byte], offset: Int, keyLength: Int): Unit =
+      remove(JArrays.copyOfRange(kv, offset, offset + keyLength))
     /** A record as readers return it: a null value is a removal. */
     final def record(key: Array[Byte], value: Array[Byte]): Unit =
       if (value == null) remove(key) else put(key, value)
@@ -77,15 +81,15 @@ object StateFile {
     private val body = new DataOutputStream(new BufferedOutputStream(compressed, 64 * 1024))
 
     def put(key: Array[Byte], value: Array[Byte]): Unit =
-      encode(key, key.length, value, 0, value.length)
+      encode(key, 0, key.length, value, 0, value.length)
 
-    def remove(key: Array[Byte]): Unit = encode(key, key.length, null, 0, 0)
+    def remove(key: Array[Byte]): Unit = encode(key, 0, key.length, null, 0, 0)
 
-    override def putPacked(kv: Array[Byte], keyLength: Int): Unit =
-      encode(kv, keyLength, kv, keyLength, kv.length - keyLength)
+    override def putPacked(kv: Array[Byte], offset: Int, keyLength: Int, valueLength: Int): Unit =
+      encode(kv, offset, keyLength, kv, offset + keyLength, valueLength)
 
-    override def removePacked(kv: Array[Byte], keyLength: Int): Unit =
-      encode(kv, keyLength, null, 0, 0)
+    override def removePacked(kv: Array[Byte], offset: Int, keyLength: Int): Unit =
+      encode(kv, offset, keyLength, null, 0, 0)
 
     def numRecords: Long = records
     def numBytes: Long = out.count
@@ -106,26 +110,30 @@ object StateFile {
     // One record is encoded whole, then checksummed and written in one call each: per-field
     // stream writes and checksum updates cost more than the bytes on the commit path.
     private var scratch = new Array[Byte](1024)
-    // The previous key: the first `lastKeyLength` bytes of `lastKey` (arrays are never mutated).
+    // The previous key: `lastKey`[lastKeyFrom, lastKeyFrom + lastKeyLength) (the bytes a
+    // writer is given are never modified afterwards).
     private var lastKey: Array[Byte] = _
+    private var lastKeyFrom = 0
     private var lastKeyLength = 0
 
-    /** Key: `key`'s first `keyLen` bytes; value: `valueLen` bytes of `value` from `valueFrom`. */
-    private def encode(key: Array[Byte], keyLen: Int, value: Array[Byte], valueFrom: Int,
-        valueLen: Int): Unit = {
+    /** Key: `keyLen` bytes of `key` from `keyFrom`; value: `valueLen` bytes of `value` from
+     *  `valueFrom` (null: a removal). */
+    private def encode(key: Array[Byte], keyFrom: Int, keyLen: Int, value: Array[Byte],
+        valueFrom: Int, valueLen: Int): Unit = {
       if (format >= 2) {
-        if (lastKey != null &&
-          JArrays.compareUnsigned(lastKey, 0, lastKeyLength, key, 0, keyLen) >= 0) {
+        if (lastKey != null && JArrays.compareUnsigned(lastKey, lastKeyFrom,
+          lastKeyFrom + lastKeyLength, key, keyFrom, keyFrom + keyLen) >= 0) {
           throw new IllegalArgumentException(s"${kind.suffix} $version: keys must be written " +
             s"once each, in ascending unsigned order (file format $format)")
         }
         lastKey = key
+        lastKeyFrom = keyFrom
         lastKeyLength = keyLen
       }
       val n = 8 + keyLen + valueLen
       if (n > scratch.length) scratch = new Array[Byte](math.max(n, scratch.length * 2))
       putInt(scratch, 0, keyLen)
-      System.arraycopy(key, 0, scratch, 4, keyLen)
+      System.arraycopy(key, keyFrom, scratch, 4, keyLen)
       putInt(scratch, 4 + keyLen, if (value == null) -1 else valueLen)
       if (value != null) System.arraycopy(value, valueFrom, scratch, 8 + keyLen, valueLen)
       crc.update(scratch, 0, n)

@@ -1,54 +1,75 @@
 package spillstore.heap
 
-
 import org.apache.spark.unsafe.Platform
 import org.apache.spark.unsafe.array.ByteArrayMethods
 import org.apache.spark.unsafe.hash.Murmur3_x86_32
 
 /**
- * The live state as on-heap entries: a chained hash table whose nodes also carry the open
- * batch's flags and a CLOCK reference bit; the values a batch replaced are kept beside its
- * change list, so the entry of a key no batch is changing carries no undo field.
+ * The live state on the heap, without an object per entry: a chained hash table over entry
+ * records in `Long` arrays, with keys and values in [[Pages]]. An entry is named by its slot,
+ * an `Int`; the values a batch replaced are kept beside its change list.
  *
- * Updates are in place. The first change of a key in a batch records its committed value and
- * appends the entry to the batch's change list, so the change list is the batch's squashed
- * journal, and commit or abort costs what the batch changed, never what the state holds.
- * A removal inside a batch leaves a tombstone (value null) that commit unlinks; until then
- * entries only get added, which is what makes removal during iteration safe.
+ * Why no objects: at 25M keys in a 1 GB heap, entries as two objects each (a node and its key
+ * and value array) were promoted by the million and then evicted, and G1 spent more CPU on them
+ * than the task threads spent on the state (docs/benchmarks.md section 5). Records and pages are
+ * a few hundred arrays whatever the number of entries.
  *
- * Iteration walks a dense array of all entries by index, so an iterator sees keys added after
- * it was created (as Spark's default provider's does) and is not disturbed by table growth.
+ * Updates write a new region and leave the old one as garbage (rows handed to Spark keep
+ * pointing at it). The first change of a key in a batch keeps its committed region as the
+ * undo and appends the slot to the batch's change list, so the change list is the batch's
+ * squashed journal, and commit or abort costs what the batch changed, never what the state
+ * holds. A removal inside a batch leaves a tombstone (the entry keeps its region, for its key)
+ * that commit unlinks; until then entries only get added, which is what makes removal during
+ * iteration safe.
+ *
+ * Slots are dense, [0, numSlots), and iteration walks them by index, so an iterator sees keys
+ * added after it was created (as Spark's default provider's does) and is not disturbed by
+ * table growth. Unlinking an entry moves the last one into its slot; its hash chain, its
+ * page header, its change-list position and the CLOCK pin follow it.
  *
  * Recency is tracked CLOCK-style (second chance), not with a linked LRU list: an access only
- * sets a boolean in the entry it already read. A linked list costs four reference stores into
- * random old-generation objects per access, and under G1 each is a cross-region barrier; on
- * the API benchmark that made get+put 4.7x slower (docs/design.md).
+ * sets a bit in the record it already read (docs/design.md).
  *
- * Not thread-safe: only the task thread that holds the open store touches it. Snapshots are
- * built from checkpoint files, never from this table.
+ * A record is four longs, one 32-byte aligned block, so a lookup costs the table, one record
+ * and the key's bytes, as the objects did:
+ * {{{
+ * long | high 32 bits                 | low 32 bits
+ * -----+------------------------------+----------------------------------------------------
+ * 0    | hash                         | key length (24 bits), flags (Changed ... cold state)
+ * 1    | page address of the key and value ([[Pages]]: page index, offset)
+ * 2    | next slot in the hash chain  | value length
+ * 3    | -                            | position in the change list (while Changed)
+ * }}}
+ *
+ * Owned by the thread that may use its TieredState (see that class's ownership table): never
+ * used by two threads at once, nothing synchronized. Snapshots are built from checkpoint files,
+ * never from this table.
  */
 final class HeapTier(listener: HeapTier.Listener = HeapTier.NoListener) {
   import HeapTier._
 
-  private var table = new Array[Entry](InitialCapacity)
+  private val pages = new Pages
+  /** Head slot of each bucket's chain, -1 for none. */
+  private var table = emptyTable(InitialCapacity)
   private var entriesInTable = 0
-  /** All entries in the table, densely; commit and abort fill holes from the end. */
-  private var dense = new Array[Entry](InitialCapacity)
+  /** Chunks of records; the first grows by doubling up to a whole chunk, so a small state
+   *  stays small. */
+  private var records = Array(new Array[Long](InitialCapacity * 4))
   /**
-   * 1 where the entry in the same slot of `dense` is pinned (changed in the open batch, or
-   * selected for eviction), mirroring `Entry.pinned`. The CLOCK hand skips pinned slots without
-   * touching their entries: late in a batch that misses a lot most of the heap is pinned, and
-   * a sweep through the entries themselves cost a cache miss per slot (43 % of a 50 %-hit run).
+   * 1 where the slot's entry is pinned (changed in the open batch, or selected for eviction).
+   * The CLOCK hand skips pinned slots without reading their records: late in a batch that misses
+   * a lot most of the heap is pinned (43 % of a 50 %-hit run was that sweep, with entries).
    */
   private var pins = new Array[Byte](InitialCapacity)
   private var liveCount = 0L
-  private var byteCount = 0L
-  /** Position of the CLOCK hand in `dense`. */
+  /** Position of the CLOCK hand among the slots. */
   private var hand = 0
-  /** The open batch's changed entries with the committed values they replaced. */
-  private val changes = new ChangeList
+  /** The open batch's changed entries with the committed regions they replaced. */
+  private val changes = new ChangeList(this)
   /** Keys the open batch added less keys it removed (committed state to now). */
   private var keyDelta = 0L
+  /** Bytes allocated so far (regions, and each new entry's share of the arrays): growth. */
+  private var allocated = 0L
 
   def numLiveEntries: Long = liveCount
   def numChanges: Int = changes.size
@@ -56,47 +77,154 @@ final class HeapTier(listener: HeapTier.Listener = HeapTier.NoListener) {
   def batchKeyDelta: Long = keyDelta
 
   /**
-   * Entries' bytes; the hash table, the dense array, the pins and the change and undo lists
-   * (4 bytes a reference with compressed oops, 1 a pin); the open batch's undo values; and what the
+   * Heap bytes: the pages, the table, the records and pins, the change list, and what the
    * listener (the prefix index) keeps per entry.
    */
-  def estimatedBytes: Long = byteCount + table.length.toLong * 4 + dense.length.toLong * 5 +
-    changes.estimatedBytes + listener.estimatedBytes
-
-  /** Entries (live or tombstones) at positions [0, numSlots); see [[entryAt]]. */
-  def numSlots: Int = entriesInTable
-  def entryAt(slot: Int): Entry = dense(slot)
+  def estimatedBytes: Long = pages.estimatedBytes + table.length.toLong * 4 +
+    records.map(_.length.toLong * 8).sum + pins.length + changes.estimatedBytes +
+    listener.estimatedBytes
 
   /**
-   * The entry for the key, live or removed in the open batch (a tombstone), or null when the
-   * heap knows nothing of the key. Marks a live entry used.
+   * Bytes allocated since the tier was created: what the state grew by, entry by entry, where
+   * [[estimatedBytes]] moves a page at a time.
    */
-  def lookup(base: AnyRef, offset: Long, length: Int, hash: Int): Entry = {
-    val e = find(base, offset, length, hash)
-    if (e != null && e.isLive) touch(e)
-    e
+  def allocatedBytes: Long = allocated
+
+  /** Bytes of pages holding no live key or value (see [[reclaim]]). */
+  def garbageBytes: Long = pages.garbageBytes
+  /** Bytes of the regions entries and undo values hold. */
+  private[heap] def liveBytes: Long = pages.liveBytes
+  def pageCount: Int = pages.pageCount
+
+  /** Entries (live or tombstones) at slots [0, numSlots). */
+  def numSlots: Int = entriesInTable
+
+  // ---------------------------------------------------------------- one entry, by slot
+
+  @inline private def chunk(slot: Int): Array[Long] = records(slot >>> ChunkShift)
+  @inline private def at(slot: Int): Int = (slot & ChunkMask) << 2
+
+  private def bits(slot: Int): Int = chunk(slot)(at(slot)).toInt
+  private def setBits(slot: Int, b: Int): Unit = {
+    val c = chunk(slot); val i = at(slot)
+    c(i) = (c(i) & HighBits) | (b & LowBits)
+  }
+  private def has(slot: Int, flag: Int): Boolean = (bits(slot) & flag) != 0
+  private def set(slot: Int, flag: Int): Unit = setBits(slot, bits(slot) | flag)
+  private def clear(slot: Int, flag: Int): Unit = setBits(slot, bits(slot) & ~flag)
+
+  def hashAt(slot: Int): Int = (chunk(slot)(at(slot)) >>> 32).toInt
+  private def addr(slot: Int): Long = chunk(slot)(at(slot) + 1)
+  private def setAddr(slot: Int, a: Long): Unit = chunk(slot)(at(slot) + 1) = a
+  private def next(slot: Int): Int = (chunk(slot)(at(slot) + 2) >>> 32).toInt
+  private def setNext(slot: Int, n: Int): Unit = {
+    val c = chunk(slot); val i = at(slot) + 2
+    c(i) = (n.toLong << 32) | (c(i) & LowBits)
+  }
+  def valueLength(slot: Int): Int = chunk(slot)(at(slot) + 2).toInt
+  private def setValueLength(slot: Int, v: Int): Unit = {
+    val c = chunk(slot); val i = at(slot) + 2
+    c(i) = (c(i) & HighBits) | (v & LowBits)
+  }
+  private def changeAt(slot: Int): Int = chunk(slot)(at(slot) + 3).toInt
+  private def setChangeAt(slot: Int, k: Int): Unit = chunk(slot)(at(slot) + 3) = k
+
+  def keyLength(slot: Int): Int = bits(slot) & KeyLengthMask
+  /** Whether the key has a value; false while the open batch has removed it (a tombstone). */
+  def isLive(slot: Int): Boolean = has(slot, Live)
+  /** Changed in the open batch: it is in the batch's change list. */
+  def changed(slot: Int): Boolean = has(slot, Changed)
+  /** Had a committed value before the open batch changed it. */
+  def existed(slot: Int): Boolean = has(slot, Existed)
+  /** What the cold tier holds for this key: [[ColdAbsent]], [[ColdStale]] or [[ColdClean]]. */
+  def cold(slot: Int): Byte = ((bits(slot) >>> ColdShift) & 3).toByte
+  def setCold(slot: Int, c: Byte): Unit =
+    setBits(slot, (bits(slot) & ~(3 << ColdShift)) | (c << ColdShift))
+
+  /** The page holding the entry's key, then its value, from [[keyOffset]]. */
+  def page(slot: Int): Array[Byte] = pages.page(addr(slot))
+  /** Index in [[page]] of the key's first byte. */
+  def keyOffset(slot: Int): Int = Pages.offset(addr(slot))
+  /** The entry's key and value as they are now; they stay valid after later changes. */
+  def keyValue(slot: Int): KeyValue =
+    new KeyValue(page(slot), keyOffset(slot), keyLength(slot), valueLength(slot))
+  /** A copy of the key bytes. */
+  def keyBytes(slot: Int): Array[Byte] = {
+    val from = keyOffset(slot)
+    java.util.Arrays.copyOfRange(page(slot), from, from + keyLength(slot))
+  }
+  /** Heap bytes the entry costs: its record, pin and table share, its region. */
+  def entryBytes(slot: Int): Long =
+    PerEntryBytes + Pages.HeaderBytes + keyLength(slot) + valueLength(slot)
+
+  /** Unsigned order of two entries' keys, the order of checkpoint files. */
+  def compareKeys(a: Int, b: Int): Int = {
+    val ka = keyOffset(a)
+    val kb = keyOffset(b)
+    java.util.Arrays.compareUnsigned(page(a), ka, ka + keyLength(a), page(b), kb, kb + keyLength(b))
   }
 
+  // ---------------------------------------------------------------- lookups and the open batch
 
-  /** Sets an entry's key and value (`kv`: the entry's key, then the new value) in the open batch. */
-  def update(e: Entry, kv: Array[Byte]): Unit = {
-    recordChange(e)
-    setLive(e, kv)
-    touch(e)
+  /**
+   * The slot of the key's entry, live or removed in the open batch (a tombstone), or -1 when
+   * the heap knows nothing of the key. Marks a live entry used.
+   */
+  def lookup(base: AnyRef, offset: Long, length: Int, hash: Int): Int = {
+    val s = find(base, offset, length, hash)
+    if (s >= 0 && isLive(s)) touch(s)
+    s
   }
 
-  /** Adds a key the committed state does not have, in the open batch. */
-  def insertChanged(hash: Int, kv: Array[Byte], keyLength: Int): Entry = {
-    val e = insert(hash, kv, keyLength)
-    recordChange(e)
-    setLive(e, kv)
-    e
+  /** [[lookup]] without marking the entry used. */
+  def find(base: AnyRef, offset: Long, length: Int, hash: Int): Int = {
+    var s = table(hash & (table.length - 1))
+    while (s >= 0) {
+      val c = chunk(s)
+      val i = at(s)
+      val head = c(i)
+      if ((head >>> 32).toInt == hash && (head.toInt & KeyLengthMask) == length) {
+        val a = c(i + 1)
+        if (ByteArrayMethods.arrayEquals(pages.page(a), Platform.BYTE_ARRAY_OFFSET + Pages.offset(a),
+          base, offset, length)) return s
+      }
+      s = (c(i + 2) >>> 32).toInt
+    }
+    -1
+  }
+
+  /** Sets an entry's value (a row's bytes) in the open batch; its key stays. */
+  def update(slot: Int, valueBase: AnyRef, valueOffset: Long, valueLength: Int): Unit = {
+    val first = !changed(slot)
+    recordChange(slot)
+    val old = addr(slot)
+    val oldLength = keyLength(slot) + this.valueLength(slot)
+    val keyLen = keyLength(slot)
+    val a = allocate(keyLen + valueLength, slot)
+    val p = pages.page(a)
+    System.arraycopy(pages.page(old), Pages.offset(old), p, Pages.offset(a), keyLen)
+    copy(valueBase, valueOffset, p, Pages.offset(a) + keyLen, valueLength)
+    setAddr(slot, a)
+    setValueLength(slot, valueLength)
+    // The region the batch found is the undo, freed at commit; later ones are the batch's own.
+    if (!first && changes.undoAddr(changeAt(slot)) != old) pages.free(old, oldLength)
+    setLive(slot)
+    touch(slot)
+  }
+
+  /** Adds a key the committed state does not have, in the open batch; returns its slot. */
+  def insertChanged(hash: Int, keyBase: AnyRef, keyOffset: Long, keyLength: Int,
+      valueBase: AnyRef, valueOffset: Long, valueLength: Int): Int = {
+    val s = insert(hash, keyBase, keyOffset, keyLength, valueBase, valueOffset, valueLength)
+    recordChange(s)
+    setLive(s)
+    s
   }
 
   /** Removes a live entry in the open batch (it stays as a tombstone until commit). */
-  def removeEntry(e: Entry): Unit = {
-    recordChange(e)
-    setDead(e)
+  def removeEntry(slot: Int): Unit = {
+    recordChange(slot)
+    setDead(slot)
   }
 
   /** The open batch's changed entries, each once, in first-change order (read only). */
@@ -104,24 +232,40 @@ final class HeapTier(listener: HeapTier.Listener = HeapTier.NoListener) {
 
   /** Makes the open batch's changes the committed state. */
   def commitBatch(): Unit = {
-    var i = 0
-    while (i < changes.size) {
-      val e = changes.entry(i)
-      if (!e.isLive) unlink(e) else pins(e.slot) = 0
-      e.clear(Entry.Changed | Entry.Existed)
-      i += 1
+    var k = 0
+    while (k < changes.size) {
+      val s = changes.slot(k)
+      val undo = changes.undoAddr(k)
+      if (undo >= 0 && undo != addr(s)) pages.free(undo, keyLength(s) + changes.undoValueLength(k))
+      // Cleared first: an entry moved by the unlink below must not be looked up in the list.
+      clear(s, Changed | Existed)
+      if (!isLive(s)) unlink(s) else pins(s) = 0
+      k += 1
     }
     resetChanges()
   }
 
   /** Restores the committed state from before the open batch. */
   def abortBatch(): Unit = {
-    var i = changes.size - 1
-    while (i >= 0) {
-      val e = changes.entry(i)
-      if (e.existed) { setLive(e, changes.undo(i)); pins(e.slot) = 0 } else { setDead(e); unlink(e) }
-      e.clear(Entry.Changed | Entry.Existed)
-      i -= 1
+    var k = changes.size - 1
+    while (k >= 0) {
+      val s = changes.slot(k)
+      val undo = changes.undoAddr(k)
+      clear(s, Changed | Existed)
+      if (undo >= 0) {
+        val now = addr(s)
+        if (now != undo) {
+          pages.free(now, keyLength(s) + valueLength(s))
+          setAddr(s, undo)
+          setValueLength(s, changes.undoValueLength(k))
+        }
+        setLive(s)
+        pins(s) = 0
+      } else {
+        setDead(s)
+        unlink(s)
+      }
+      k -= 1
     }
     resetChanges()
   }
@@ -131,142 +275,183 @@ final class HeapTier(listener: HeapTier.Listener = HeapTier.NoListener) {
     keyDelta = 0
   }
 
-  /** Adds a committed entry outside any batch (recovery, promotion). */
-  def insertCommitted(hash: Int, kv: Array[Byte], keyLength: Int, cold: Byte): Entry = {
-    val e = insert(hash, kv, keyLength)
-    setLive(e, kv)
-    e.cold = cold
-    e
+  // ---------------------------------------------------------------- outside any batch
+
+  /** Adds a committed entry outside any batch (recovery, promotion); returns its slot. */
+  def insertCommitted(hash: Int, key: Array[Byte], value: Array[Byte], cold: Byte): Int = {
+    val s = insert(hash, key, Platform.BYTE_ARRAY_OFFSET, key.length,
+      value, Platform.BYTE_ARRAY_OFFSET, value.length)
+    setLive(s)
+    setCold(s, cold)
+    s
   }
 
-  /** Replaces a committed entry's key and value outside any batch (recovery). */
-  def setCommitted(e: Entry, kv: Array[Byte]): Unit = {
-    setLive(e, kv)
-    if (e.cold == Entry.ColdClean) e.cold = Entry.ColdStale
+  /** Replaces a committed entry's value outside any batch (recovery). */
+  def setCommitted(slot: Int, value: Array[Byte]): Unit = {
+    val old = addr(slot)
+    val keyLen = keyLength(slot)
+    val a = allocate(keyLen + value.length, slot)
+    System.arraycopy(pages.page(old), Pages.offset(old), pages.page(a), Pages.offset(a), keyLen)
+    System.arraycopy(value, 0, pages.page(a), Pages.offset(a) + keyLen, value.length)
+    pages.free(old, keyLen + valueLength(slot))
+    setAddr(slot, a)
+    setValueLength(slot, value.length)
+    setLive(slot)
+    if (cold(slot) == ColdClean) setCold(slot, ColdStale)
   }
 
-  /** Drops a committed entry outside any batch (recovery replaying a removal, eviction). */
-  def dropCommitted(e: Entry): Unit = {
-    setDead(e)
-    unlink(e)
-    e.clear(Entry.Changed | Entry.Existed | Entry.Selected)
+  /**
+   * Drops a committed entry outside any batch (recovery replaying a removal, eviction). The
+   * last slot's entry moves into its slot: drop several in descending slot order.
+   */
+  def dropCommitted(slot: Int): Unit = {
+    setDead(slot)
+    clear(slot, Changed | Existed | Selected)
+    unlink(slot)
   }
 
   /**
    * The next eviction victim by CLOCK: the first entry at or after the hand that was not used
    * since the hand last passed (passing clears the bit), is not changed in the open batch
-   * (pinned until commit) and was not selected already. Null if two sweeps find none. The
+   * (pinned until commit) and was not selected already. -1 if two sweeps find none. The
    * victim stays selected until [[dropCommitted]] or [[unselect]].
    */
-  def nextVictim(): Entry = {
+  def nextVictim(): Int = {
     var budget = 2 * entriesInTable
     while (budget > 0) {
       if (hand >= entriesInTable) hand = 0
-      val slot = hand
+      val s = hand
       hand += 1
       budget -= 1
-      if (pins(slot) == 0) {
-        val e = dense(slot)
-        if (e.has(Entry.Referenced)) e.clear(Entry.Referenced)
-        else if (e.isLive) { e.set(Entry.Selected); pins(slot) = 1; return e }
+      if (pins(s) == 0) {
+        if (has(s, Referenced)) clear(s, Referenced)
+        else if (isLive(s)) { set(s, Selected); pins(s) = 1; return s }
       }
     }
-    null
+    -1
   }
 
   /** Returns a selected victim that was not evicted after all. */
-  def unselect(e: Entry): Unit = { e.clear(Entry.Selected); pins(e.slot) = 0 }
+  def unselect(slot: Int): Unit = { clear(slot, Selected); pins(slot) = 0 }
 
   def clear(): Unit = {
     listener.cleared()
-    table = new Array[Entry](InitialCapacity)
-    dense = new Array[Entry](InitialCapacity)
+    pages.clear()
+    table = emptyTable(InitialCapacity)
+    records = Array(new Array[Long](InitialCapacity * 4))
     pins = new Array[Byte](InitialCapacity)
     entriesInTable = 0
     liveCount = 0
-    byteCount = 0
     hand = 0
     resetChanges()
   }
 
-  private def find(base: AnyRef, offset: Long, length: Int, hash: Int): Entry = {
-    var e = table(hash & (table.length - 1))
-    while (e != null) {
-      if (e.hash == hash && e.keyLength == length &&
-        ByteArrayMethods.arrayEquals(e.kv, Platform.BYTE_ARRAY_OFFSET, base, offset, length)) {
-        return e
-      }
-      e = e.chainNext
-    }
-    null
-  }
+  // ---------------------------------------------------------------- membership
 
-  private def insert(hash: Int, kv: Array[Byte], keyLength: Int): Entry = {
-    if (entriesInTable >= table.length - (table.length >>> 2)) grow()
-    val e = new Entry(hash, kv, keyLength)
-    val slot = hash & (table.length - 1)
-    e.chainNext = table(slot)
-    table(slot) = e
-    if (entriesInTable == dense.length) resizeDense(dense.length * 2)
-    e.slot = entriesInTable
-    dense(entriesInTable) = e
+  private def insert(hash: Int, keyBase: AnyRef, keyOffset: Long, keyLength: Int,
+      valueBase: AnyRef, valueOffset: Long, valueLength: Int): Int = {
+    if (keyLength > MaxKeyLength) {
+      throw new IllegalArgumentException(s"spillstore cannot hold a key of $keyLength " +
+        s"bytes: keys are limited to $MaxKeyLength bytes")
+    }
+    if (entriesInTable >= table.length - (table.length >>> 2)) rehash(table.length * 2)
+    val s = entriesInTable
+    if ((s >>> ChunkShift) == records.length) {
+      records = java.util.Arrays.copyOf(records, records.length + 1)
+      records(s >>> ChunkShift) = new Array[Long](ChunkLongs)
+    } else if (at(s) == records(0).length) {
+      records(0) = java.util.Arrays.copyOf(records(0), records(0).length * 2)
+    }
+    if (s == pins.length) pins = java.util.Arrays.copyOf(pins, pins.length * 2)
+    allocated += PerEntryBytes
+    val a = allocate(keyLength + valueLength, s)
+    val p = pages.page(a)
+    copy(keyBase, keyOffset, p, Pages.offset(a), keyLength)
+    copy(valueBase, valueOffset, p, Pages.offset(a) + keyLength, valueLength)
+    val bucket = hash & (table.length - 1)
+    val c = chunk(s)
+    val i = at(s)
+    c(i) = (hash.toLong << 32) | (keyLength | Referenced)
+    c(i + 1) = a
+    c(i + 2) = (table(bucket).toLong << 32) | (valueLength & LowBits)
+    c(i + 3) = 0
+    table(bucket) = s
     entriesInTable += 1
-    byteCount += e.bytes
-    listener.inserted(e)
-    e
+    listener.inserted(p, Pages.offset(a), keyLength)
+    s
   }
 
-  private def unlink(e: Entry): Unit = {
-    val slot = e.hash & (table.length - 1)
-    var prev: Entry = null
-    var cur = table(slot)
-    while (cur ne e) { prev = cur; cur = cur.chainNext }
-    if (prev == null) table(slot) = e.chainNext else prev.chainNext = e.chainNext
-    e.chainNext = null
+  private def allocate(length: Int, owner: Int): Long = {
+    allocated += length + Pages.HeaderBytes
+    pages.allocate(length, owner)
+  }
+
+  /** Takes a tombstone out of the table; the last slot's entry moves into its slot. */
+  private def unlink(slot: Int): Unit = {
+    listener.unlinked(page(slot), keyOffset(slot), keyLength(slot))
+    val bucket = hashAt(slot) & (table.length - 1)
+    replaceLink(bucket, slot, next(slot))
+    pages.free(addr(slot), keyLength(slot) + valueLength(slot))
     entriesInTable -= 1
-    val last = dense(entriesInTable)
-    dense(e.slot) = last
-    pins(e.slot) = pins(entriesInTable)
-    last.slot = e.slot
-    dense(entriesInTable) = null
-    pins(entriesInTable) = 0
-    e.slot = -1
-    byteCount -= e.bytes
-    listener.unlinked(e)
+    val last = entriesInTable
+    if (last != slot) move(last, slot)
+    pins(last) = 0
   }
 
-  /** Gives a linked entry `kv` (its own key first) and makes it live. */
-  private def setLive(e: Entry, kv: Array[Byte]): Unit = {
-    byteCount += kv.length - e.kv.length
-    e.kv = kv
-    if (!e.isLive) {
-      e.set(Entry.Live)
-      liveCount += 1
-      if (e.changed) keyDelta += 1
+  /** Makes whatever pointed at slot `from` in the chain of `bucket` point at `to`. */
+  private def replaceLink(bucket: Int, from: Int, to: Int): Unit = {
+    var s = table(bucket)
+    if (s == from) table(bucket) = to
+    else {
+      while (next(s) != from) s = next(s)
+      setNext(s, to)
     }
   }
 
-  /** Makes a linked entry a tombstone; it keeps `kv` for its key. */
-  private def setDead(e: Entry): Unit = if (e.isLive) {
-    e.clear(Entry.Live)
-    liveCount -= 1
-    if (e.changed) keyDelta -= 1
+  /** Moves the entry in slot `from` to the free slot `to`, with everything that names it. */
+  private def move(from: Int, to: Int): Unit = {
+    System.arraycopy(chunk(from), at(from), chunk(to), at(to), 4)
+    pins(to) = pins(from)
+    replaceLink(hashAt(to) & (table.length - 1), from, to)
+    pages.setOwner(addr(to), to)
+    if (changed(to)) {
+      val k = changeAt(to)
+      changes.setSlot(k, to)
+      val undo = changes.undoAddr(k)
+      if (undo >= 0 && undo != addr(to)) pages.setOwner(undo, to)
+    }
   }
 
-  private def recordChange(e: Entry): Unit = if (!e.changed) {
-    e.set(if (e.isLive) Entry.Changed | Entry.Existed else Entry.Changed)
-    changes.add(e, if (e.isLive) e.kv else null)
-    pins(e.slot) = 1
+  private def setLive(slot: Int): Unit = if (!isLive(slot)) {
+    set(slot, Live)
+    liveCount += 1
+    if (changed(slot)) keyDelta += 1
+  }
+
+  /** Makes a linked entry a tombstone; it keeps its region for its key. */
+  private def setDead(slot: Int): Unit = if (isLive(slot)) {
+    clear(slot, Live)
+    liveCount -= 1
+    if (changed(slot)) keyDelta -= 1
+  }
+
+  private def recordChange(slot: Int): Unit = if (!changed(slot)) {
+    val live = isLive(slot)
+    set(slot, if (live) Changed | Existed else Changed)
+    setChangeAt(slot, changes.add(slot, if (live) addr(slot) else -1L, valueLength(slot)))
+    pins(slot) = 1
     // Conservative: after an abort the cold copy is rewritten once more than needed.
-    if (e.cold == Entry.ColdClean) e.cold = Entry.ColdStale
+    if (cold(slot) == ColdClean) setCold(slot, ColdStale)
   }
 
   // Written only when clear, so hot entries' cache lines are not dirtied on every read.
-  private def touch(e: Entry): Unit = if (!e.has(Entry.Referenced)) e.set(Entry.Referenced)
+  private def touch(slot: Int): Unit = if (!has(slot, Referenced)) set(slot, Referenced)
+
+  // ---------------------------------------------------------------- giving memory back
 
   /**
-   * Gives back array capacity after many entries left (evictions, removals), so that the heap
-   * can actually get under a budget: at a quarter full, both arrays halve (or more).
+   * Gives back what many departed entries (evictions, removals, updates) left: table, record
+   * and pin capacity at a quarter full, and pages once garbage is a quarter of them.
    */
   def trimToSize(): Unit = {
     if (entriesInTable * 4 < table.length && table.length > InitialCapacity) {
@@ -274,62 +459,139 @@ final class HeapTier(listener: HeapTier.Listener = HeapTier.NoListener) {
       while (entriesInTable * 4 < capacity && capacity > InitialCapacity) capacity /= 2
       rehash(capacity)
     }
-    if (entriesInTable * 4 < dense.length && dense.length > InitialCapacity) {
-      resizeDense(math.max(InitialCapacity, entriesInTable * 2))
+    val slotsNeeded = math.max(InitialCapacity, entriesInTable * 2)
+    if (entriesInTable * 4 < records.length * ChunkSlots && records.length > 1) {
+      records = java.util.Arrays.copyOf(records, (slotsNeeded + ChunkMask) >>> ChunkShift)
+    }
+    if (records.length == 1 && entriesInTable * 4 * 4 < records(0).length &&
+        records(0).length > InitialCapacity * 4) {
+      records(0) = java.util.Arrays.copyOf(records(0), Integer.highestOneBit(slotsNeeded) * 2 * 4)
+    }
+    if (entriesInTable * 4 < pins.length && pins.length > InitialCapacity) {
+      pins = java.util.Arrays.copyOf(pins, math.max(InitialCapacity, entriesInTable * 2))
+    }
+    if (pages.garbageBytes * 4 > pages.estimatedBytes) {
+      reclaim(pages.garbageBytes - pages.estimatedBytes / 8)
     }
   }
 
-  private def resizeDense(capacity: Int): Unit = {
-    dense = java.util.Arrays.copyOf(dense, capacity)
-    pins = java.util.Arrays.copyOf(pins, capacity)
+  /**
+   * Evacuates the emptiest pages (copies their live regions to the page being filled, then
+   * drops them) to give back about `bytes`; returns the bytes given back. Costs the live bytes
+   * copied, at most three for each byte given back.
+   */
+  def reclaim(bytes: Long): Long = {
+    val before = estimatedBytes
+    pages.evacuationCandidates(bytes).foreach(evacuate)
+    before - estimatedBytes
   }
 
-  private def grow(): Unit = rehash(table.length * 2)
+  private def evacuate(index: Int): Unit = {
+    pages.foreachRegion(index) { (a, owner, length) =>
+      if (owner >= 0 && owner < entriesInTable) {
+        val current = addr(owner) == a
+        val k = if (changed(owner)) changeAt(owner) else -1
+        val undo = k >= 0 && changes.undoAddr(k) == a
+        if (current || undo) {
+          val to = pages.allocate(length, owner)
+          System.arraycopy(pages.page(a), Pages.offset(a), pages.page(to), Pages.offset(to), length)
+          pages.free(a, length)
+          if (current) setAddr(owner, to)
+          if (undo) changes.setUndoAddr(k, to)
+        }
+      }
+    }
+    pages.drop(index)
+  }
 
   private def rehash(capacity: Int): Unit = {
-    val old = table
-    table = new Array[Entry](capacity)
-    val mask = table.length - 1
-    var i = 0
-    while (i < old.length) {
-      var e = old(i)
-      while (e != null) {
-        val next = e.chainNext
-        val slot = e.hash & mask
-        e.chainNext = table(slot)
-        table(slot) = e
-        e = next
-      }
-      i += 1
+    table = emptyTable(capacity)
+    val mask = capacity - 1
+    // Rebuilt from the records: each slot joins its bucket's chain.
+    var s = 0
+    while (s < entriesInTable) {
+      val bucket = hashAt(s) & mask
+      setNext(s, table(bucket))
+      table(bucket) = s
+      s += 1
     }
   }
 }
 
 object HeapTier {
   private val InitialCapacity = 64
+  private val ChunkShift = 12
+  private val ChunkSlots = 1 << ChunkShift
+  private val ChunkMask = ChunkSlots - 1
+  /** A chunk of records: 4,096 slots of four longs, 128 KB (never humongous). */
+  private val ChunkLongs = ChunkSlots * 4
+  private val LowBits = 0xffffffffL
+  private val HighBits = ~LowBits
+
+  /** The cold tier has no value for the key. */
+  final val ColdAbsent: Byte = 0
+  /** The cold tier has an older value for the key: eviction must write, removal must delete. */
+  final val ColdStale: Byte = 1
+  /** The cold tier has exactly the entry's value: eviction can just drop the entry. */
+  final val ColdClean: Byte = 2
+
+  /** Keys are stored in 24 bits of the record: 16 MB, far above any UnsafeRow key seen. */
+  final val MaxKeyLength: Int = (1 << 24) - 1
+  private val KeyLengthMask = MaxKeyLength
+  private val Changed = 1 << 24
+  private val Existed = 1 << 25
+  /** Chosen as an eviction victim, not yet dropped: the CLOCK hand must not choose it again. */
+  private val Selected = 1 << 26
+  private val Live = 1 << 27
+  /** Set on every access, cleared by the CLOCK hand as it passes: "recently used". */
+  private val Referenced = 1 << 28
+  private val ColdShift = 29
+
+  /**
+   * Heap bytes of an entry beyond its region: its record (32), pin (1) and table slot (4 bytes
+   * at a load of 0.375 to 0.75, about 7).
+   */
+  val PerEntryBytes = 40
+
+  private def emptyTable(capacity: Int): Array[Int] = {
+    val t = new Array[Int](capacity)
+    java.util.Arrays.fill(t, -1)
+    t
+  }
+
+  // Rows on the heap are byte arrays: System.arraycopy is an intrinsic, where Unsafe's
+  // copyMemory pays a fixed cost that dominates at a row's few dozen bytes.
+  private def copy(base: AnyRef, offset: Long, to: Array[Byte], at: Int, length: Int): Unit =
+    base match {
+      case bytes: Array[Byte] =>
+        System.arraycopy(bytes, (offset - Platform.BYTE_ARRAY_OFFSET).toInt, to, at, length)
+      case _ => Platform.copyMemory(base, offset, to, Platform.BYTE_ARRAY_OFFSET + at, length)
+    }
 
   /** Seam for structures that follow the table's membership (the prefix index). */
   trait Listener {
-    def inserted(e: Entry): Unit
-    def unlinked(e: Entry): Unit
+    /** An entry with this key (bytes [offset, offset + length) of `page`) joined the table. */
+    def inserted(page: Array[Byte], offset: Int, length: Int): Unit
+    /** The entry with this key left the table. */
+    def unlinked(page: Array[Byte], offset: Int, length: Int): Unit
     def cleared(): Unit
     /** Heap bytes the listener keeps for the entries it follows; counted in the budget. */
     def estimatedBytes: Long
   }
 
   object NoListener extends Listener {
-    def inserted(e: Entry): Unit = ()
-    def unlinked(e: Entry): Unit = ()
+    def inserted(page: Array[Byte], offset: Int, length: Int): Unit = ()
+    def unlinked(page: Array[Byte], offset: Int, length: Int): Unit = ()
     def cleared(): Unit = ()
     def estimatedBytes: Long = 0L
   }
 
   /** The hash Spark's `UnsafeRow.hashCode` gives the same bytes. */
-  def hashOf(bytes: Array[Byte]): Int = hashOf(bytes, bytes.length)
+  def hashOf(bytes: Array[Byte]): Int = hashOf(bytes, 0, bytes.length)
 
-  /** [[hashOf]] of the first `length` bytes (a key packed with its value). */
-  def hashOf(bytes: Array[Byte], length: Int): Int =
-    Murmur3_x86_32.hashUnsafeWords(bytes, Platform.BYTE_ARRAY_OFFSET, length, 42)
+  /** [[hashOf]] of bytes [offset, offset + length) of `bytes`. */
+  def hashOf(bytes: Array[Byte], offset: Int, length: Int): Int =
+    Murmur3_x86_32.hashUnsafeWords(bytes, Platform.BYTE_ARRAY_OFFSET + offset, length, 42)
 
   def copyOf(base: AnyRef, offset: Long, length: Int): Array[Byte] = {
     val a = new Array[Byte](length)

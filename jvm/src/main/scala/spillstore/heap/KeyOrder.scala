@@ -6,8 +6,8 @@ import java.util.{Arrays => JArrays}
  * Sorts keys by unsigned bytes, the order of checkpoint files and of RocksDB: a batch's
  * changed entries for the commit path, and an eviction's keys for its RocksDB write.
  *
- * A comparator sort of entries costs two dependent cache misses per comparison (the entry,
- * then its key array); on a 25M-key run it was 13 % of all task time. Here the 8-byte key
+ * A comparator sort of entries costs two dependent cache misses per comparison (the entry's
+ * record, then its key); on a 25M-key run it was 13 % of all task time. Here the 8-byte key
  * prefixes the change list took when each key was changed (past the bytes all keys share) are
  * radix-sorted with their positions, and whole keys are compared only among entries whose
  * prefixes are equal, so the sort itself does not touch the keys.
@@ -20,18 +20,24 @@ object KeyOrder {
   /** Fewer keys than this are sorted by comparing them whole: see [[order]]. */
   private val MinRadixKeys = 64
 
-  /** The list's entries in ascending unsigned key order. */
-  def sorted(changes: ChangeList): Iterator[Entry] = {
-    changes.alignPrefixes()
-    val n = changes.size
-    if (n == 0) return Iterator.empty
-    val scratch = new Scratch(math.min(n, RunLength))
-    val runs = (0 until n by RunLength).map(from => sortRun(changes, from, math.min(n, from + RunLength), scratch))
-    if (runs.size == 1) runs.head.entries.iterator else new Merge(runs.toArray)
+  /** Slots of a [[HeapTier]], one at a time (an `Iterator[Int]` would box each one). */
+  trait Slots {
+    def hasNext: Boolean
+    def next(): Int
   }
 
-  /** One sorted run: its entries and their prefixes, in order. */
-  private final class Run(val entries: Array[Entry], val prefixes: Array[Long])
+  /** The list's entries (slots of `tier`) in ascending unsigned key order. */
+  def sorted(changes: ChangeList, tier: HeapTier): Slots = {
+    changes.alignPrefixes()
+    val n = changes.size
+    val scratch = new Scratch(math.max(1, math.min(n, RunLength)))
+    val runs = (0 until n by RunLength)
+      .map(from => sortRun(changes, tier, from, math.min(n, from + RunLength), scratch)).toArray
+    new Merge(runs, tier)
+  }
+
+  /** One sorted run: its slots and their prefixes, in order. */
+  private final class Run(val slots: Array[Int], val prefixes: Array[Long])
 
   /** Arrays one run's radix sort works in, shared by the runs of one sort. */
   private final class Scratch(length: Int) {
@@ -42,51 +48,64 @@ object KeyOrder {
   }
 
   /** Sorts entries [from, until) of `changes`. */
-  private def sortRun(changes: ChangeList, from: Int, until: Int, s: Scratch): Run = {
+  private def sortRun(changes: ChangeList, tier: HeapTier, from: Int, until: Int,
+      s: Scratch): Run = {
     val n = until - from
     val prefixes = new Array[Long](n)
     var i = 0
     while (i < n) { prefixes(i) = changes.prefix(from + i); s.positions(i) = from + i; i += 1 }
     radixSort(prefixes, s.positions, n, s)
-    val out = new Array[Entry](n)
+    val out = new Array[Int](n)
     i = 0
-    while (i < n) { out(i) = changes.entry(s.positions(i)); i += 1 }
-    forEachTie(prefixes, n)((start, end) => JArrays.sort(out, start, end, Entry.ByKey))
+    while (i < n) { out(i) = changes.slot(s.positions(i)); i += 1 }
+    forEachTie(prefixes, n) { (start, end) =>
+      val tied = JArrays.copyOfRange(out, start, end).map(Int.box)
+      JArrays.sort(tied, (a: Integer, b: Integer) => tier.compareKeys(a, b))
+      var j = 0
+      while (j < tied.length) { out(start + j) = tied(j); j += 1 }
+    }
     new Run(out, prefixes)
   }
 
   /**
-   * The order of `n` keys by unsigned bytes (key `i`: the first `lengths(i)` bytes of
-   * `keys(i)`): positions into `keys`, smallest key first. Sorts on the 8 bytes after those all
-   * keys share, as the commit's sort does; for at most a few tens of thousands of keys (one
-   * eviction's RocksDB write).
+   * The order of `n` keys by unsigned bytes (key `i`: bytes [offsets(i), offsets(i) +
+   * lengths(i)) of `keys(i)`): positions into `keys`, smallest key first. Sorts on the 8 bytes
+   * after those all keys share, as the commit's sort does; for at most a few tens of thousands
+   * of keys (one eviction's RocksDB write).
    */
-  def order(keys: Array[Array[Byte]], lengths: Array[Int], n: Int): Array[Int] = {
+  def order(keys: Array[Array[Byte]], offsets: Array[Int], lengths: Array[Int], n: Int): Array[Int] = {
     if (n < MinRadixKeys) {
       // A radix pass costs a 257-slot histogram whatever n is: a write of a few keys (the tail
       // of a chunked eviction, a small relief) would pay more for the histograms than the sort.
       val positions = Array.tabulate(n)(identity)
-      sortTies(keys, lengths, positions, 0, n)
+      sortTies(keys, offsets, lengths, positions, 0, n)
       return positions
     }
     var shared = lengths(0)
     var i = 1
-    while (i < n && shared > 0) { shared = ChangeList.sharedLength(keys(0), shared, keys(i), lengths(i)); i += 1 }
+    while (i < n && shared > 0) {
+      shared = ChangeList.sharedLength(keys(0), offsets(0), shared, keys(i), offsets(i), lengths(i))
+      i += 1
+    }
     val s = new Scratch(n)
     val prefixes = new Array[Long](n)
     i = 0
-    while (i < n) { prefixes(i) = ChangeList.prefixAt(keys(i), lengths(i), shared); s.positions(i) = i; i += 1 }
+    while (i < n) {
+      prefixes(i) = ChangeList.prefixAt(keys(i), offsets(i), lengths(i), shared)
+      s.positions(i) = i
+      i += 1
+    }
     radixSort(prefixes, s.positions, n, s)
-    forEachTie(prefixes, n)((start, end) => sortTies(keys, lengths, s.positions, start, end))
+    forEachTie(prefixes, n)((start, end) => sortTies(keys, offsets, lengths, s.positions, start, end))
     s.positions
   }
 
   /** Sorts `positions`[start, end) by the whole keys they point to. */
-  private def sortTies(keys: Array[Array[Byte]], lengths: Array[Int], positions: Array[Int],
-      start: Int, end: Int): Unit = {
+  private def sortTies(keys: Array[Array[Byte]], offsets: Array[Int], lengths: Array[Int],
+      positions: Array[Int], start: Int, end: Int): Unit = {
     val tied = JArrays.copyOfRange(positions, start, end).map(Int.box)
-    JArrays.sort(tied, (a: Integer, b: Integer) =>
-      JArrays.compareUnsigned(keys(a), 0, lengths(a), keys(b), 0, lengths(b)))
+    JArrays.sort(tied, (a: Integer, b: Integer) => JArrays.compareUnsigned(
+      keys(a), offsets(a), offsets(a) + lengths(a), keys(b), offsets(b), offsets(b) + lengths(b)))
     var j = 0
     while (j < tied.length) { positions(start + j) = tied(j); j += 1 }
   }
@@ -142,19 +161,19 @@ object KeyOrder {
     }
   }
 
-  private def compare(a: Run, ai: Int, b: Run, bi: Int): Int = {
-    val c = java.lang.Long.compareUnsigned(a.prefixes(ai), b.prefixes(bi))
-    if (c != 0) c else Entry.ByKey.compare(a.entries(ai), b.entries(bi))
-  }
-
   /** A k-way merge of sorted runs through a binary min-heap of run indices. */
-  private final class Merge(runs: Array[Run]) extends Iterator[Entry] {
+  private final class Merge(runs: Array[Run], tier: HeapTier) extends Slots {
     private val pos = new Array[Int](runs.length) // next position in each run
     private val heap = Array.tabulate(runs.length)(identity)
     private var heapSize = runs.length
     (heapSize / 2 - 1 to 0 by -1).foreach(siftDown)
 
-    private def less(r: Int, q: Int): Boolean = compare(runs(r), pos(r), runs(q), pos(q)) < 0
+    private def less(r: Int, q: Int): Boolean = {
+      val a = runs(r)
+      val b = runs(q)
+      val c = java.lang.Long.compareUnsigned(a.prefixes(pos(r)), b.prefixes(pos(q)))
+      (if (c != 0) c else tier.compareKeys(a.slots(pos(r)), b.slots(pos(q)))) < 0
+    }
 
     private def siftDown(from: Int): Unit = {
       var at = from
@@ -174,14 +193,14 @@ object KeyOrder {
 
     override def hasNext: Boolean = heapSize > 0
 
-    override def next(): Entry = {
+    override def next(): Int = {
       if (heapSize == 0) throw new NoSuchElementException("KeyOrder merge is exhausted")
       val r = heap(0)
-      val e = runs(r).entries(pos(r))
+      val s = runs(r).slots(pos(r))
       pos(r) += 1
-      if (pos(r) == runs(r).entries.length) { heapSize -= 1; heap(0) = heap(heapSize) }
+      if (pos(r) == runs(r).slots.length) { heapSize -= 1; heap(0) = heap(heapSize) }
       siftDown(0)
-      e
+      s
     }
   }
 }

@@ -1,19 +1,24 @@
 package spillstore.heap
 
 /**
- * A key and its value packed in one array, key first, as heap entries hold them and as the
- * live state's iterators hand them out (Spark's rows point into `kv` without a copy).
+ * A key and its value as the live state hands them out: bytes [offset, offset + keyLength) of
+ * `base`, then the value's. Spark's rows point into `base` without a copy; its bytes are never
+ * modified (a heap page, or an array of its own for an entry read from the cold tier).
  */
-final class KeyValue(val kv: Array[Byte], val keyLength: Int) {
-  def valueLength: Int = kv.length - keyLength
+final class KeyValue(val base: Array[Byte], val offset: Int, val keyLength: Int,
+    val valueLength: Int) {
+  /** Index in `base` of the value's first byte. */
+  def valueOffset: Int = offset + keyLength
   /** A copy of the key bytes. */
-  def key: Array[Byte] = java.util.Arrays.copyOf(kv, keyLength)
+  def key: Array[Byte] = java.util.Arrays.copyOfRange(base, offset, offset + keyLength)
   /** A copy of the value bytes. */
-  def value: Array[Byte] = java.util.Arrays.copyOfRange(kv, keyLength, kv.length)
+  def value: Array[Byte] = java.util.Arrays.copyOfRange(base, valueOffset, valueOffset + valueLength)
 }
 
 object KeyValue {
-  def of(e: Entry): KeyValue = new KeyValue(e.kv, e.keyLength)
-  def of(key: Array[Byte], value: Array[Byte]): KeyValue =
-    new KeyValue(Entry.pack(key, value), key.length)
+  def of(key: Array[Byte], value: Array[Byte]): KeyValue = {
+    val kv = java.util.Arrays.copyOf(key, key.length + value.length)
+    System.arraycopy(value, 0, kv, key.length, value.length)
+    new KeyValue(kv, 0, key.length, value.length)
+  }
 }

@@ -4,15 +4,17 @@ import java.util.{HashMap => JHashMap, LinkedHashSet => JLinkedHashSet}
 
 import org.apache.spark.sql.catalyst.expressions.{BoundReference, UnsafeProjection, UnsafeRow}
 import org.apache.spark.sql.types.StructType
+import org.apache.spark.unsafe.Platform
 
 /**
- * Index from a key's first `numPrefixCols` columns to the entries with that prefix, for
+ * Index from a key's first `numPrefixCols` columns to the keys with that prefix, for
  * `prefixScan` (session windows). It follows the heap tier's membership, tombstones included,
- * so scans filter on liveness.
+ * so scans look each key up and filter on liveness. It holds copies of the keys, not slots:
+ * entries move between slots as others leave.
  */
 final class PrefixIndex(keySchema: StructType, numPrefixCols: Int) extends HeapTier.Listener {
   import PrefixIndex._
-  private val groups = new JHashMap[UnsafeRow, JLinkedHashSet[Entry]]()
+  private val groups = new JHashMap[UnsafeRow, JLinkedHashSet[Key]]()
   private var bytes = 0L
   private val keyRow = new UnsafeRow(keySchema.length)
   private val projectPrefix = UnsafeProjection.create(
@@ -20,22 +22,22 @@ final class PrefixIndex(keySchema: StructType, numPrefixCols: Int) extends HeapT
       BoundReference(i, f.dataType, f.nullable)
     }.toSeq)
 
-  def inserted(e: Entry): Unit = {
-    val prefix = prefixOf(e)
+  def inserted(page: Array[Byte], offset: Int, length: Int): Unit = {
+    val prefix = prefixOf(page, offset, length)
     var group = groups.get(prefix)
     if (group == null) {
-      group = new JLinkedHashSet[Entry]()
+      group = new JLinkedHashSet[Key]()
       groups.put(prefix.copy(), group)
       bytes += GroupBytes + prefix.getSizeInBytes
     }
-    if (group.add(e)) bytes += MemberBytes
+    if (group.add(Key.copyOf(page, offset, length))) bytes += MemberBytes + length
   }
 
-  def unlinked(e: Entry): Unit = {
-    val prefix = prefixOf(e)
+  def unlinked(page: Array[Byte], offset: Int, length: Int): Unit = {
+    val prefix = prefixOf(page, offset, length)
     val group = groups.get(prefix)
-    if (group != null && group.remove(e)) {
-      bytes -= MemberBytes
+    if (group != null && group.remove(Key.copyOf(page, offset, length))) {
+      bytes -= MemberBytes + length
       if (group.isEmpty) {
         groups.remove(prefix)
         bytes -= GroupBytes + prefix.getSizeInBytes
@@ -50,14 +52,14 @@ final class PrefixIndex(keySchema: StructType, numPrefixCols: Int) extends HeapT
 
   def estimatedBytes: Long = bytes
 
-  /** The entries whose key starts with `prefix`, captured now (safe to modify while used). */
-  def entriesWithPrefix(prefix: UnsafeRow): Array[Entry] = {
+  /** The keys that start with `prefix`, captured now (safe to modify the state while used). */
+  def keysWithPrefix(prefix: UnsafeRow): Array[Array[Byte]] = {
     val group = groups.get(prefix)
-    if (group == null) Array.empty else group.toArray(new Array[Entry](group.size))
+    if (group == null) Array.empty else group.toArray(new Array[Key](group.size)).map(_.bytes)
   }
 
-  private def prefixOf(e: Entry): UnsafeRow = {
-    keyRow.pointTo(e.kv, e.keyLength)
+  private def prefixOf(page: Array[Byte], offset: Int, length: Int): UnsafeRow = {
+    keyRow.pointTo(page, Platform.BYTE_ARRAY_OFFSET + offset, length)
     projectPrefix(keyRow)
   }
 
@@ -69,8 +71,25 @@ final class PrefixIndex(keySchema: StructType, numPrefixCols: Int) extends HeapT
 }
 
 object PrefixIndex {
-  /** A member of a group: a LinkedHashMap entry (40) and its table slot (about 6 at 0.75 load). */
-  private val MemberBytes = 46L
+  /** A key as a set member: equal by its bytes. */
+  private final class Key(val bytes: Array[Byte]) {
+    override def equals(o: Any): Boolean = o match {
+      case k: Key => java.util.Arrays.equals(bytes, k.bytes)
+      case _ => false
+    }
+    override def hashCode: Int = java.util.Arrays.hashCode(bytes)
+  }
+
+  private object Key {
+    def copyOf(page: Array[Byte], offset: Int, length: Int): Key =
+      new Key(java.util.Arrays.copyOfRange(page, offset, offset + length))
+  }
+
+  /**
+   * A member of a group beyond its key bytes: a LinkedHashMap entry (40), its table slot (about
+   * 6 at 0.75 load), the key holder (16) and the key array's header (16).
+   */
+  private val MemberBytes = 78L
   /**
    * A group beyond its prefix bytes: the prefix row copy (40 + a 16-byte array header), the
    * outer map's node (32) and slot (6), the LinkedHashSet (16) with its map (56) and first

@@ -13,7 +13,7 @@ import org.apache.spark.unsafe.Platform
 
 import spillstore.checkpoint.StateFile
 import spillstore.cold.{ColdKeyFilter, ColdKeys, ColdTier, ColdWrite}
-import spillstore.heap.{Entry, HeapTier, KeyOrder, KeyValue, PrefixIndex}
+import spillstore.heap.{HeapTier, KeyOrder, KeyValue, PrefixIndex}
 import spillstore.memory.Spillable
 import spillstore.metrics.ExecutorStats
 
@@ -252,51 +252,48 @@ final class TieredState(
   // ---------------------------------------------------------------- reads and writes
 
   /**
-   * The key and value bytes for `key` packed in one array (the key's `getSizeInBytes` bytes,
-   * then the value's), or null. The array is never modified.
+   * The key and value for `key`, or null. Their bytes are never modified: the rows Spark makes
+   * of them stay valid after later changes.
    */
-  def get(key: UnsafeRow): Array[Byte] = {
+  def get(key: UnsafeRow): KeyValue = {
     val hash = key.hashCode
-    val e = heap.lookup(key.getBaseObject, key.getBaseOffset, key.getSizeInBytes, hash)
-    if (e != null || !mayBeCold(key, hash)) {
+    val s = heap.lookup(key.getBaseObject, key.getBaseOffset, key.getSizeInBytes, hash)
+    if (s >= 0 || !mayBeCold(key, hash)) {
       hits += 1
-      if (e == null || !e.isLive) null else e.kv
+      if (s < 0 || !heap.isLive(s)) null else heap.keyValue(s)
     } else {
       misses += 1
-      val before = heap.estimatedBytes
+      val before = heap.allocatedBytes
       val loaded = promote(hash, copyOf(key))
-      if (loaded == null) null else {
-        val kv = loaded.kv // before eviction may take the entry out again
-        grew(heap.estimatedBytes - before)
+      if (loaded < 0) null else {
+        val kv = heap.keyValue(loaded) // before eviction may take the entry out again
+        grew(heap.allocatedBytes - before)
         kv
       }
     }
   }
 
-  /** Sets `key` to `value` in the open batch (both copied, into one new array). */
+  /** Sets `key` to `value` in the open batch (both copied). */
   def put(key: UnsafeRow, value: UnsafeRow): Unit = {
     val hash = key.hashCode
-    val before = heap.estimatedBytes
+    val before = heap.allocatedBytes
     val keyLength = key.getSizeInBytes
-    val kv = Entry.pack(key.getBaseObject, key.getBaseOffset, keyLength,
+    val s = heap.lookup(key.getBaseObject, key.getBaseOffset, keyLength, hash)
+    val target = if (s >= 0 || !mayBeCold(key, hash)) s else promote(hash, copyOf(key))
+    if (target >= 0) heap.update(target, value.getBaseObject, value.getBaseOffset, value.getSizeInBytes)
+    else heap.insertChanged(hash, key.getBaseObject, key.getBaseOffset, keyLength,
       value.getBaseObject, value.getBaseOffset, value.getSizeInBytes)
-    val e = heap.lookup(key.getBaseObject, key.getBaseOffset, keyLength, hash)
-    if (e != null) heap.update(e, kv)
-    else {
-      val promoted = if (!mayBeCold(key, hash)) null else promote(hash, copyOf(key))
-      if (promoted != null) heap.update(promoted, kv) else heap.insertChanged(hash, kv, keyLength)
-    }
-    grew(heap.estimatedBytes - before)
+    grew(heap.allocatedBytes - before)
   }
 
   /** Removes `key` in the open batch; a no-op when it is absent. */
   def remove(key: UnsafeRow): Unit = {
     val hash = key.hashCode
-    val e = heap.lookup(key.getBaseObject, key.getBaseOffset, key.getSizeInBytes, hash)
-    val before = heap.estimatedBytes
-    val target = if (e != null || !mayBeCold(key, hash)) e else promote(hash, copyOf(key))
-    if (target != null && target.isLive) heap.removeEntry(target)
-    grew(heap.estimatedBytes - before)
+    val s = heap.lookup(key.getBaseObject, key.getBaseOffset, key.getSizeInBytes, hash)
+    val before = heap.allocatedBytes
+    val target = if (s >= 0 || !mayBeCold(key, hash)) s else promote(hash, copyOf(key))
+    if (target >= 0 && heap.isLive(target)) heap.removeEntry(target)
+    grew(heap.allocatedBytes - before)
   }
 
   private def mayBeCold(key: UnsafeRow, hash: Int): Boolean =
@@ -306,14 +303,15 @@ final class TieredState(
     coldCount > 0 && coldFilter.mightContain(base, offset, length, hash)
 
   /**
-   * Loads `key` from the cold tier into the heap, clean; null if RocksDB lacks it. The caller
-   * reports the growth once it is done with the entry (eviction may take it out again).
+   * Loads `key` from the cold tier into the heap, clean; its slot, or -1 if RocksDB lacks it.
+   * The caller reports the growth once it is done with the entry (eviction may take it out
+   * again).
    */
-  private def promote(hash: Int, key: Array[Byte]): Entry = {
+  private def promote(hash: Int, key: Array[Byte]): Int = {
     val value = cold.get(coldKeys.encode(key))
-    if (value == null) return null
+    if (value == null) return -1
     coldLoads += 1
-    heap.insertCommitted(hash, Entry.pack(key, value), key.length, Entry.ColdClean)
+    heap.insertCommitted(hash, key, value, HeapTier.ColdClean)
   }
 
   def numKeys: Long = committedKeys + heap.batchKeyDelta
@@ -323,11 +321,11 @@ final class TieredState(
   /** Writes the open batch's net changes; no side effects, so a failed write can abort. */
   def writeJournal(out: StateFile.RecordSink): Unit = {
     // Journals are in key order so that snapshots merge them without sorting (StateFile).
-    val changes = KeyOrder.sorted(heap.changeList)
+    val changes = KeyOrder.sorted(heap.changeList, heap)
     while (changes.hasNext) {
-      val e = changes.next()
-      if (e.isLive) out.putPacked(e.kv, e.keyLength)
-      else if (e.existed) out.removePacked(e.kv, e.keyLength)
+      val s = changes.next()
+      if (heap.isLive(s)) out.putPacked(heap.page(s), heap.keyOffset(s), heap.keyLength(s), heap.valueLength(s))
+      else if (heap.existed(s)) out.removePacked(heap.page(s), heap.keyOffset(s), heap.keyLength(s))
     }
   }
 
@@ -344,10 +342,10 @@ final class TieredState(
       var i = 0
       // Only entries the cold tier holds need a delete: none while it is closed.
       while (cold != null && i < changes.size) {
-        val e = changes.entry(i)
-        if (!e.isLive && e.cold != Entry.ColdAbsent) {
+        val s = changes.slot(i)
+        if (!heap.isLive(s) && heap.cold(s) != HeapTier.ColdAbsent) {
           if (deletes == null) deletes = ColdTier.newBatch()
-          deletes.delete(coldKeys.encode(e.keyBytes))
+          deletes.delete(coldKeys.encode(heap.keyBytes(s)))
           deleted += 1
         }
         i += 1
@@ -401,7 +399,7 @@ final class TieredState(
       private val coldPart: Iterator[(Array[Byte], Array[Byte])] =
         if (scan == null) Iterator.empty else scan
       private var slot = 0
-      private var aheadEntry: Entry = _ // the heap's entry for the look-ahead key, if any
+      private var aheadSlot = -1 // the heap's entry for the look-ahead key, if any
       private var ahead: KeyValue = _
       private var done = false
       advance()
@@ -411,14 +409,13 @@ final class TieredState(
         while (ahead == null && coldPart.hasNext) {
           val (ck, v) = coldPart.next()
           val key = coldKeys.decode(ck)
-          val e = heap.lookup(key, Platform.BYTE_ARRAY_OFFSET, key.length, HeapTier.hashOf(key))
-          if (e == null) lookAhead(null, KeyValue.of(key, v))
-          else if (e.slotIndex >= heapAtStart && e.isLive) lookAhead(e, KeyValue.of(e))
+          val s = heap.lookup(key, Platform.BYTE_ARRAY_OFFSET, key.length, HeapTier.hashOf(key))
+          if (s < 0) lookAhead(-1, KeyValue.of(key, v))
+          else if (s >= heapAtStart && heap.isLive(s)) lookAhead(s, heap.keyValue(s))
         }
         while (ahead == null && slot < heap.numSlots) {
-          val e = heap.entryAt(slot)
-          if (e.isLive && (slot < heapAtStart || e.cold == Entry.ColdAbsent)) {
-            lookAhead(e, KeyValue.of(e))
+          if (heap.isLive(slot) && (slot < heapAtStart || heap.cold(slot) == HeapTier.ColdAbsent)) {
+            lookAhead(slot, heap.keyValue(slot))
           }
           slot += 1
         }
@@ -435,7 +432,7 @@ final class TieredState(
         }
       }
 
-      private def lookAhead(e: Entry, kv: KeyValue): Unit = { aheadEntry = e; ahead = kv }
+      private def lookAhead(s: Int, kv: KeyValue): Unit = { aheadSlot = s; ahead = kv }
 
       private def checkUsable(what: String): Unit = {
         if (epoch != batchEpoch) throw new IllegalStateException(
@@ -448,10 +445,12 @@ final class TieredState(
         if (ahead == null) throw new NoSuchElementException("no more state entries")
         val seen = ahead
         // The batch may have changed (or promoted and changed) the key since the look-ahead.
-        val e = if (aheadEntry != null) aheadEntry
-          else heap.lookup(seen.kv, Platform.BYTE_ARRAY_OFFSET, seen.keyLength,
-            HeapTier.hashOf(seen.kv, seen.keyLength))
-        val out = if (e != null && e.isLive && (e.kv ne seen.kv)) KeyValue.of(e) else seen
+        val s = if (aheadSlot >= 0) aheadSlot
+          else heap.lookup(seen.base, Platform.BYTE_ARRAY_OFFSET + seen.offset, seen.keyLength,
+            HeapTier.hashOf(seen.base, seen.offset, seen.keyLength))
+        val moved = s >= 0 && heap.isLive(s) &&
+          ((heap.page(s) ne seen.base) || heap.keyOffset(s) != seen.offset)
+        val out = if (moved) heap.keyValue(s) else seen
         advance()
         out
       }
@@ -462,13 +461,16 @@ final class TieredState(
   def prefixScan(prefix: UnsafeRow): Array[KeyValue] = {
     val index = prefixIndex.get
     val out = ArrayBuffer.empty[KeyValue]
-    index.entriesWithPrefix(prefix).foreach(e => if (e.isLive) out += KeyValue.of(e))
+    index.keysWithPrefix(prefix).foreach { key =>
+      val s = heap.find(key, Platform.BYTE_ARRAY_OFFSET, key.length, HeapTier.hashOf(key))
+      if (s >= 0 && heap.isLive(s)) out += heap.keyValue(s)
+    }
     if (coldCount > 0) {
       val start = coldKeys.asInstanceOf[ColdKeys.Prefixed].rangeStart(prefix)
       val scan = cold.scan(start, startsWith(_, start))
       try scan.foreach { case (ck, v) =>
         val key = coldKeys.decode(ck)
-        if (heap.lookup(key, Platform.BYTE_ARRAY_OFFSET, key.length, HeapTier.hashOf(key)) == null) {
+        if (heap.find(key, Platform.BYTE_ARRAY_OFFSET, key.length, HeapTier.hashOf(key)) < 0) {
           out += KeyValue.of(key, v)
         }
       } finally scan.close()
@@ -492,32 +494,30 @@ final class TieredState(
    * so unlike [[applyCommitted]] it never asks the cold tier whether the key is there.
    */
   def loadSnapshotEntry(key: Array[Byte], value: Array[Byte]): Unit = {
-    val before = heap.estimatedBytes
-    heap.insertCommitted(HeapTier.hashOf(key), Entry.pack(key, value), key.length,
-      Entry.ColdAbsent)
+    val before = heap.allocatedBytes
+    heap.insertCommitted(HeapTier.hashOf(key), key, value, HeapTier.ColdAbsent)
     committedKeys += 1
-    grew(heap.estimatedBytes - before)
+    grew(heap.allocatedBytes - before)
   }
 
   /** Applies one committed record (a null value removes) outside any batch. */
   def applyCommitted(key: Array[Byte], value: Array[Byte]): Unit = {
     val hash = HeapTier.hashOf(key)
-    val e = heap.lookup(key, Platform.BYTE_ARRAY_OFFSET, key.length, hash)
-    val inCold = e == null && mayBeCold(key, Platform.BYTE_ARRAY_OFFSET, key.length, hash) &&
+    val s = heap.lookup(key, Platform.BYTE_ARRAY_OFFSET, key.length, hash)
+    val inCold = s < 0 && mayBeCold(key, Platform.BYTE_ARRAY_OFFSET, key.length, hash) &&
       cold.get(coldKeys.encode(key)) != null
     if (value != null) {
-      val before = heap.estimatedBytes
-      val kv = Entry.pack(key, value)
-      if (e != null) heap.setCommitted(e, kv)
+      val before = heap.allocatedBytes
+      if (s >= 0) heap.setCommitted(s, value)
       else {
-        heap.insertCommitted(hash, kv, key.length,
-          if (inCold) Entry.ColdStale else Entry.ColdAbsent)
+        heap.insertCommitted(hash, key, value,
+          if (inCold) HeapTier.ColdStale else HeapTier.ColdAbsent)
         if (!inCold) committedKeys += 1
       }
-      grew(heap.estimatedBytes - before)
-    } else if (e != null || inCold) {
-      if (inCold || e.cold != Entry.ColdAbsent) deleteCold(key)
-      if (e != null) heap.dropCommitted(e)
+      grew(heap.allocatedBytes - before)
+    } else if (s >= 0 || inCold) {
+      if (inCold || heap.cold(s) != HeapTier.ColdAbsent) deleteCold(key)
+      if (s >= 0) heap.dropCommitted(s)
       committedKeys -= 1
     }
   }
@@ -566,6 +566,9 @@ final class TieredState(
     do {
       evicted = evictOnce(residentBytes - (before - bytes), entriesLeft)
       entriesLeft -= evicted
+      // Evicted entries leave garbage in the heap's pages: give it back before evicting more.
+      val over = residentBytes - (before - bytes)
+      if (over > 0) heap.reclaim(over)
     } while (evicted > 0 && (residentBytes > before - bytes || entriesLeft > 0))
     before - residentBytes
   }
@@ -575,40 +578,47 @@ final class TieredState(
    * and about [[MaxBytesPerWrite]]; returns how many.
    */
   private def evictOnce(bytes: Long, entries: Long): Int = {
-    val victims = ArrayBuffer.empty[Entry]
+    val victims = new Array[Int](MaxVictimsPerWrite)
+    var n = 0
     var freed = 0L
     var writeBytes = 0L
-    var victim: Entry = null
-    while (victims.size < MaxVictimsPerWrite && writeBytes < MaxBytesPerWrite &&
-        (freed < bytes || victims.size < entries) &&
-        { victim = heap.nextVictim(); victim != null }) {
-      victims += victim
-      freed += victim.bytes
-      writeBytes += ColdWrite.putBytes(victim.keyLength, victim.valueLength)
+    var victim = -1
+    while (n < MaxVictimsPerWrite && writeBytes < MaxBytesPerWrite &&
+        (freed < bytes || n < entries) && { victim = heap.nextVictim(); victim >= 0 }) {
+      victims(n) = victim
+      n += 1
+      freed += heap.entryBytes(victim)
+      writeBytes += ColdWrite.putBytes(heap.keyLength(victim), heap.valueLength(victim))
     }
-    if (victims.isEmpty) return 0
+    if (n == 0) return 0
     // RocksDB first: if the write fails, the heap still has every entry.
-    val written = try writeBack(victims) catch {
+    val written = try writeBack(victims, n) catch {
       case e: Throwable =>
-        victims.foreach(heap.unselect)
+        (0 until n).foreach(i => heap.unselect(victims(i)))
         throw e
     }
     coldFilter.expect(heap.numLiveEntries) // only until its first layer exists
-    victims.foreach { v =>
-      if (v.cold == Entry.ColdAbsent) {
+    (0 until n).foreach { i =>
+      val v = victims(i)
+      if (heap.cold(v) == HeapTier.ColdAbsent) {
         coldCount += 1
-        if (coldFilter.add(v.kv, Platform.BYTE_ARRAY_OFFSET, v.keyLength, v.hash)) {
+        if (coldFilter.add(heap.page(v), Platform.BYTE_ARRAY_OFFSET + heap.keyOffset(v),
+          heap.keyLength(v), heap.hashAt(v))) {
           logInfo(s"Cold-key filter of $name gave up at $coldCount keys (limit " +
             s"$coldFilterMaxBytes bytes of the memory budget): misses read RocksDB again")
         }
       }
-      heap.dropCommitted(v)
     }
+    // Dropping moves the last slot's entry into the freed one: highest slots first, so that no
+    // victim is moved before its turn.
+    java.util.Arrays.sort(victims, 0, n)
+    var i = n - 1
+    while (i >= 0) { heap.dropCommitted(victims(i)); i -= 1 }
     heap.trimToSize()
-    evictions += victims.size
+    evictions += n
     writeBacks += written
     publish()
-    victims.size
+    n
   }
 
   /**
@@ -617,25 +627,28 @@ final class TieredState(
    * skip list keeps that position): 583 ns a key written against 753 in eviction order, sorting
    * included (`spillstore.bench.ColdWriteBench`, 7,490 16-byte keys a write).
    */
-  private def writeBack(victims: ArrayBuffer[Entry]): Int = {
-    val dirty = victims.filter(_.cold != Entry.ColdClean)
-    val n = dirty.size
+  private def writeBack(victims: Array[Int], count: Int): Int = {
+    val dirty = victims.take(count).filter(heap.cold(_) != HeapTier.ColdClean)
+    val n = dirty.length
     if (n == 0) return 0
     val keys = new Array[Array[Byte]](n)
+    val keyOffsets = new Array[Int](n)
     val keyLengths = new Array[Int](n)
     var size = 0L
     var i = 0
     while (i < n) {
       val v = dirty(i)
-      if (coldKeys eq ColdKeys.Plain) { keys(i) = v.kv; keyLengths(i) = v.keyLength }
-      else { val k = coldKeys.encode(v.keyBytes); keys(i) = k; keyLengths(i) = k.length }
-      size += ColdWrite.putBytes(keyLengths(i), v.valueLength)
+      if (coldKeys eq ColdKeys.Plain) {
+        keys(i) = heap.page(v); keyOffsets(i) = heap.keyOffset(v); keyLengths(i) = heap.keyLength(v)
+      } else { val k = coldKeys.encode(heap.keyBytes(v)); keys(i) = k; keyLengths(i) = k.length }
+      size += ColdWrite.putBytes(keyLengths(i), heap.valueLength(v))
       i += 1
     }
     val write = new ColdWrite(Math.toIntExact(size))
-    KeyOrder.order(keys, keyLengths, n).foreach { j =>
+    KeyOrder.order(keys, keyOffsets, keyLengths, n).foreach { j =>
       val v = dirty(j)
-      write.put(keys(j), 0, keyLengths(j), v.kv, v.keyLength, v.valueLength)
+      write.put(keys(j), keyOffsets(j), keyLengths(j), heap.page(v),
+        heap.keyOffset(v) + heap.keyLength(v), heap.valueLength(v))
     }
     val batch = write.toWriteBatch
     try ensureCold().write(batch) finally batch.close()

@@ -76,7 +76,7 @@ object ColdWriteBench {
           }
           b
         } else {
-          val order = if (way == Ways(2)) KeyOrder.order(kv, keyLengths, n) else Array.tabulate(n)(identity)
+          val order = if (way == Ways(2)) KeyOrder.order(kv, new Array[Int](n), keyLengths, n) else Array.tabulate(n)(identity)
           val w = new ColdWrite(n * ColdWrite.putBytes(16, 16))
           order.foreach(k => w.put(kv(k), 0, 16, kv(k), 16, 16))
           w.toWriteBatch

@@ -1,5 +1,7 @@
 package spillstore.heap
 
+import scala.util.Random
+
 import org.scalatest.funsuite.AnyFunSuite
 
 import org.apache.spark.unsafe.Platform
@@ -12,22 +14,27 @@ class HeapTierSuite extends AnyFunSuite {
   private def v(s: String): Array[Byte] = s.getBytes("UTF-8")
 
   // As TieredState drives the tier: look the key up, then update, insert or remove.
-  private def lookup(h: HeapTier, i: Long): Entry = {
+  private def lookup(h: HeapTier, i: Long): Int = {
     val key = k(i); h.lookup(key, Off, 8, HeapTier.hashOf(key))
   }
-  private def put(h: HeapTier, i: Long, s: String): Unit = lookup(h, i) match {
-    case null => h.insertChanged(HeapTier.hashOf(k(i)), Entry.pack(k(i), v(s)), 8)
-    case e => h.update(e, Entry.pack(k(i), v(s)))
+  private def put(h: HeapTier, i: Long, s: String): Unit = {
+    val value = v(s)
+    lookup(h, i) match {
+      case -1 => h.insertChanged(HeapTier.hashOf(k(i)), k(i), Off, 8, value, Off, value.length)
+      case e => h.update(e, value, Off, value.length)
+    }
   }
   private def remove(h: HeapTier, i: Long): Unit = {
     val e = lookup(h, i)
-    if (e != null && e.isLive) h.removeEntry(e)
+    if (e >= 0 && h.isLive(e)) h.removeEntry(e)
   }
+  private def id(h: HeapTier, slot: Int): Long = java.nio.ByteBuffer.wrap(h.keyBytes(slot)).getLong
+  private def valueOf(h: HeapTier, slot: Int): String = new String(h.keyValue(slot).value, "UTF-8")
   private def get(h: HeapTier, i: Long): Option[String] =
-    Option(lookup(h, i)).filter(_.isLive).map(e => new String(e.valueBytes, "UTF-8"))
+    Some(lookup(h, i)).filter(s => s >= 0 && h.isLive(s)).map(valueOf(h, _))
   private def contents(h: HeapTier): Map[Long, String] =
-    (0 until h.numSlots).map(h.entryAt).filter(_.isLive)
-      .map(e => java.nio.ByteBuffer.wrap(e.keyBytes).getLong -> new String(e.valueBytes, "UTF-8")).toMap
+    (0 until h.numSlots).filter(h.isLive).map(s => id(h, s) -> valueOf(h, s)).toMap
+  private def victims(h: HeapTier): List[Int] = Iterator.continually(h.nextVictim()).takeWhile(_ >= 0).toList
 
   test("put, get, remove and iteration over many keys with table growth") {
     val h = new HeapTier()
@@ -44,10 +51,10 @@ class HeapTierSuite extends AnyFunSuite {
   test("a key longer than 16 MB is refused with an error saying so; the tier is unchanged") {
     val h = new HeapTier()
     put(h, 1, "one")
-    val key = new Array[Byte](Entry.MaxKeyLength + 1)
+    val key = new Array[Byte](HeapTier.MaxKeyLength + 1)
     val e = intercept[IllegalArgumentException](
-      h.insertChanged(HeapTier.hashOf(key), Entry.pack(key, v("x")), key.length))
-    assert(e.getMessage.contains(s"keys are limited to ${Entry.MaxKeyLength} bytes"), e.getMessage)
+      h.insertChanged(0, key, Off, key.length, v("x"), Off, 1))
+    assert(e.getMessage.contains(s"keys are limited to ${HeapTier.MaxKeyLength} bytes"), e.getMessage)
     assert(h.numSlots === 1 && h.numChanges === 1 && get(h, 1) === Some("one"))
   }
 
@@ -56,7 +63,7 @@ class HeapTierSuite extends AnyFunSuite {
     put(h, 1, "a"); put(h, 2, "b"); put(h, 3, "c")
     h.commitBatch()
     val before = contents(h)
-    val bytesBefore = h.estimatedBytes
+    val liveBefore = h.liveBytes
     put(h, 1, "a2"); put(h, 1, "a3")      // updated twice
     remove(h, 2)                          // removed
     put(h, 3, "c2"); remove(h, 3)         // updated then removed
@@ -67,7 +74,7 @@ class HeapTierSuite extends AnyFunSuite {
     assert(contents(h) === before)
     assert(h.numLiveEntries === 3)
     assert(h.numSlots === 3)
-    assert(h.estimatedBytes === bytesBefore)
+    assert(h.liveBytes === liveBefore)    // the batch's regions are all garbage again
   }
 
   test("change list is squashed per key and net changes are identified") {
@@ -77,11 +84,11 @@ class HeapTierSuite extends AnyFunSuite {
     put(h, 2, "x"); remove(h, 2)
     remove(h, 1)
     val list = h.changeList
-    val changes = (0 until list.size).map(list.entry)
+    val changes = (0 until list.size).map(list.slot)
     assert(changes.size === 2)
-    val byKey = changes.map(e => java.nio.ByteBuffer.wrap(e.keyBytes).getLong -> e).toMap
-    assert(byKey(1).existed && !byKey(1).isLive)   // removal of a committed key: journaled
-    assert(!byKey(2).existed && !byKey(2).isLive)  // born and died in the batch: not journaled
+    val byKey = changes.map(s => id(h, s) -> s).toMap
+    assert(h.existed(byKey(1)) && !h.isLive(byKey(1)))   // removal of a committed key: journaled
+    assert(!h.existed(byKey(2)) && !h.isLive(byKey(2)))  // born and died in the batch: not journaled
   }
 
   test("CLOCK eviction order: unused entries go first, used ones get a second chance") {
@@ -90,8 +97,8 @@ class HeapTierSuite extends AnyFunSuite {
     h.commitBatch()
     // Stands in for the spill tier: take the victim out of the heap.
     def evict(): Long = {
-      val id = java.nio.ByteBuffer.wrap(h.nextVictim().keyBytes).getLong
-      remove(h, id); h.commitBatch(); id
+      val key = id(h, h.nextVictim())
+      remove(h, key); h.commitBatch(); key
     }
     // New entries start referenced: a first sweep only clears bits, then takes in slot order.
     assert(evict() === 1L)
@@ -104,41 +111,96 @@ class HeapTierSuite extends AnyFunSuite {
   test("entries changed in the open batch are pinned: never chosen as victims") {
     val h = new HeapTier()
     (1L to 3L).foreach(i => put(h, i, "x"))
-    assert(h.nextVictim() === null)          // all three are in the open batch
+    assert(h.nextVictim() === -1)           // all three are in the open batch
     h.commitBatch()
     put(h, 2, "y")
-    val victims = Iterator.continually(h.nextVictim()).takeWhile(_ != null)
-      .map(e => java.nio.ByteBuffer.wrap(e.keyBytes).getLong).toList
-    assert(victims.sorted === List(1L, 3L)) // each unpinned entry once, never the changed key 2
+    assert(victims(h).map(id(h, _)).sorted === List(1L, 3L)) // each unpinned entry once, never key 2
   }
 
-  test("a pin moves with its entry when a removal fills the hole from the end, and commit, abort or unselect clear it") {
+  test("a pin and a change move with their entry when a drop fills the hole from the end, and commit, abort or unselect clear them") {
     val h = new HeapTier()
     (1L to 4L).foreach(i => put(h, i, "x"))
     h.commitBatch()
-    def id(e: Entry) = java.nio.ByteBuffer.wrap(e.keyBytes).getLong
     put(h, 4, "y")                            // pins key 4, in the last slot
-    assert(id(h.entryAt(0)) === 1L)
-    h.dropCommitted(h.entryAt(0))             // unpinned key 1 goes; key 4 moves into its slot
-    assert(h.entryAt(0) != null && id(h.entryAt(0)) === 4L)
-    val more = Iterator.continually(h.nextVictim()).takeWhile(_ != null).map(id).toList
-    assert(more.sorted === List(2L, 3L))      // key 4 stays pinned in its new slot
-    (0 until h.numSlots).map(h.entryAt).filter(e => id(e) != 4L).foreach(h.unselect)
+    assert(id(h, 0) === 1L)
+    h.dropCommitted(0)                        // unpinned key 1 goes; key 4 moves into its slot
+    assert(id(h, 0) === 4L && h.changeList.slot(0) === 0)
+    val more = victims(h)
+    assert(more.map(id(h, _)).sorted === List(2L, 3L)) // key 4 stays pinned in its new slot
+    more.foreach(h.unselect)
     h.abortBatch()                            // key 4 back to "x" and unpinned
     assert(get(h, 4) === Some("x"))
-    val after = Iterator.continually(h.nextVictim()).takeWhile(_ != null).map(id).toList
-    assert(after.sorted === List(2L, 3L, 4L))
+    assert(victims(h).map(id(h, _)).sorted === List(2L, 3L, 4L))
   }
 
-  test("estimated bytes follow inserts, updates and removals") {
+  test("pages: regions of departed and replaced values are given back by evacuating pages, moving live values, batch values and undo values exactly") {
+    val h = new HeapTier()
+    val value = "v" * 100
+    (0L until 20000L).foreach(i => put(h, i, s"$value$i"))
+    h.commitBatch()
+    val committedPages = h.pageCount
+    assert(committedPages > 3)
+    // Most keys go (as eviction drops them), a batch is opened that changes survivors: their
+    // undo values and new values are in different pages, all must survive evacuation.
+    (19999 to 0 by -1).filter(_ % 10 != 0).foreach(s => h.dropCommitted(s))
+    (0L until 20000L by 20).foreach(i => put(h, i, s"new$i"))
+    (10L until 20000L by 40).foreach(i => remove(h, i))
+    val garbage = h.garbageBytes
+    assert(garbage > h.estimatedBytes / 2)
+    val given = h.reclaim(garbage)
+    assert(given > garbage / 2, s"gave back $given of $garbage")
+    assert(h.pageCount < committedPages)
+    val expected = (0L until 20000L by 10).map { i =>
+      i -> (if (i % 20 == 0) Some(s"new$i") else if (i % 40 == 10) None else Some(s"$value$i"))
+    }
+    expected.foreach { case (i, value) => assert(get(h, i) === value, s"key $i in the open batch") }
+    h.abortBatch()
+    (0L until 20000L by 10).foreach(i => assert(get(h, i) === Some(s"$value$i"), s"key $i after abort"))
+  }
+
+  test("random batches of puts, removals, drops, commits, aborts and page evacuations match a model exactly") {
+    for (seed <- 1 to 6) {
+      val rnd = new Random(seed)
+      val h = new HeapTier()
+      var committed = Map.empty[Long, String]
+      var open = committed
+      for (step <- 1 to 40) {
+        (1 to rnd.nextInt(400)).foreach { _ =>
+          val i = rnd.nextInt(300).toLong
+          rnd.nextInt(10) match {
+            case 0 | 1 => remove(h, i); open -= i
+            case 2 if h.numChanges == 0 && h.numSlots > 0 =>
+              // Between batches eviction drops committed entries, several at a time.
+              val drops = victims(h).take(1 + rnd.nextInt(5)).sorted(Ordering[Int].reverse)
+              drops.foreach { s => val key = id(h, s); h.dropCommitted(s); committed -= key; open -= key }
+              victims(h).foreach(h.unselect)
+            case _ => val s = "x" * rnd.nextInt(40) + s"$step"; put(h, i, s); open += i -> s
+          }
+          if (rnd.nextInt(50) == 0) h.reclaim(rnd.nextInt(1 << 16))
+        }
+        assert(contents(h) === open, s"seed $seed step $step: open batch")
+        if (rnd.nextInt(3) == 0) { h.abortBatch(); open = committed }
+        else { h.commitBatch(); committed = open }
+        h.trimToSize()
+        assert(contents(h) === committed, s"seed $seed step $step: committed")
+        assert(h.numLiveEntries === committed.size && h.numSlots === committed.size)
+        committed.keys.foreach(i => assert(get(h, i) === committed.get(i), s"seed $seed step $step: key $i"))
+      }
+    }
+  }
+
+  test("estimated bytes follow the pages: removing most keys gives pages back at commit") {
     val h = new HeapTier()
     val empty = h.estimatedBytes
-    put(h, 1, "abcd")
-    assert(h.estimatedBytes === empty + Entry.Overhead + 8 + 4)
-    put(h, 1, "ab")
-    assert(h.estimatedBytes === empty + Entry.Overhead + 8 + 2)
-    remove(h, 1)
+    (0L until 50000L).foreach(i => put(h, i, "abcdefgh"))
     h.commitBatch()
-    assert(h.estimatedBytes === empty)
+    val full = h.estimatedBytes
+    val perEntry = (full - empty).toDouble / 50000
+    assert(perEntry > 8 + 8 + HeapTier.PerEntryBytes - 10 && perEntry < 96, s"$perEntry bytes per entry")
+    (0L until 50000L).filter(_ % 100 != 0).foreach(i => remove(h, i))
+    h.commitBatch()
+    h.trimToSize()
+    assert(h.estimatedBytes < empty + (full - empty) / 10, s"${h.estimatedBytes} of $full")
+    assert(contents(h) === (0L until 50000L by 100).map(_ -> "abcdefgh").toMap)
   }
 }

@@ -4,21 +4,34 @@ import scala.util.Random
 
 import org.scalatest.funsuite.AnyFunSuite
 
-class KeyOrderSuite extends AnyFunSuite {
-  private def entries(keys: Seq[Array[Byte]]): IndexedSeq[Entry] =
-    keys.map(k => new Entry(0, k, k.length)).toIndexedSeq
+import org.apache.spark.unsafe.Platform
 
-  /** Sorts `keys` as one batch of `list` (which may have held earlier batches). */
-  private def sortedKeys(keys: Seq[Array[Byte]], list: ChangeList = new ChangeList): Seq[Seq[Byte]] = {
-    list.clear()
-    entries(keys).foreach(e => list.add(e, null))
-    KeyOrder.sorted(list).map(_.keyBytes.toSeq).toSeq
+class KeyOrderSuite extends AnyFunSuite {
+  private val Off = Platform.BYTE_ARRAY_OFFSET
+
+  /** A fresh batch of `tier` that inserts `keys` (the tier's change list keeps its offset). */
+  private def batchOf(keys: Seq[Array[Byte]], tier: HeapTier): HeapTier = {
+    tier.clear()
+    keys.foreach(k => tier.insertChanged(0, k, Off, k.length, Array.emptyByteArray, Off, 0))
+    tier
+  }
+
+  private def drain(tier: HeapTier, slots: KeyOrder.Slots): Seq[Seq[Byte]] = {
+    val out = Seq.newBuilder[Seq[Byte]]
+    while (slots.hasNext) out += tier.keyBytes(slots.next()).toSeq
+    out.result()
+  }
+
+  /** Sorts `keys` as one batch of `tier` (which may have held earlier batches). */
+  private def sortedKeys(keys: Seq[Array[Byte]], tier: HeapTier): Seq[Seq[Byte]] = {
+    batchOf(keys, tier)
+    drain(tier, KeyOrder.sorted(tier.changeList, tier))
   }
 
   private def assertSortedLikeComparator(keys: Seq[Array[Byte]], clue: String,
-      list: ChangeList = new ChangeList): Unit = {
-    val expected = entries(keys).sortWith((a, b) => Entry.ByKey.compare(a, b) < 0).map(_.keyBytes.toSeq)
-    assert(sortedKeys(keys, list) === expected, clue)
+      tier: HeapTier = new HeapTier()): Unit = {
+    val expected = keys.sortWith((a, b) => java.util.Arrays.compareUnsigned(a, b) < 0).map(_.toSeq)
+    assert(sortedKeys(keys, tier) === expected, clue)
   }
 
   private val rnd = new Random(7)
@@ -36,7 +49,8 @@ class KeyOrderSuite extends AnyFunSuite {
       val keys = Seq.fill(n)(key()).distinctBy(_.toSeq)
       assertSortedLikeComparator(keys, s"$shape, $n keys")
     }
-    assert(KeyOrder.sorted(new ChangeList).isEmpty)
+    val empty = new HeapTier()
+    assert(!KeyOrder.sorted(empty.changeList, empty).hasNext)
   }
 
   test("order: positions of keys packed with values, by their key bytes only, ties and duplicates included") {
@@ -47,7 +61,10 @@ class KeyOrderSuite extends AnyFunSuite {
       val withDuplicates = (keys ++ keys.take(n / 10)).toArray
       // Each key is followed by value bytes, which must not take part in the order.
       val packed = withDuplicates.map(k => k ++ bytes(1 + rnd.nextInt(5)))
-      val order = KeyOrder.order(packed, withDuplicates.map(_.length), withDuplicates.length)
+      // ... and keys start at an offset in their arrays, as in heap pages.
+      val at = withDuplicates.map(_ => rnd.nextInt(3))
+      val paged = packed.zip(at).map { case (kv, a) => bytes(a) ++ kv }
+      val order = KeyOrder.order(paged, at, withDuplicates.map(_.length), withDuplicates.length)
       assert(order.sorted.toSeq === withDuplicates.indices, s"$n keys: not a permutation")
       val expected = withDuplicates.map(_.toSeq).sortWith((a, b) =>
         java.util.Arrays.compareUnsigned(a.toArray, b.toArray) < 0)
@@ -71,24 +88,25 @@ class KeyOrderSuite extends AnyFunSuite {
   }
 
   test("prefixes taken where the previous batch's keys differed are retaken when this batch's keys share more or fewer bytes") {
-    val list = new ChangeList
+    val tier = new HeapTier()
     val shared12 = { val p = bytes(12); Seq.fill(3000)(p ++ bytes(6)).distinctBy(_.toSeq) }
     val shared2 = { val p = bytes(2); Seq.fill(3000)(p ++ bytes(10)).distinctBy(_.toSeq) }
     val none = Seq.fill(3000)(bytes(1 + rnd.nextInt(9))).distinctBy(_.toSeq)
     for ((keys, clue) <- Seq(shared12 -> "12 shared", shared2 -> "fewer", shared12 -> "more",
         shared12 -> "the same again", none -> "none shared", Seq(bytes(5)) -> "one key")) {
-      assertSortedLikeComparator(keys, clue, list)
+      assertSortedLikeComparator(keys, clue, tier)
     }
   }
 
   test("a change list keeps one 1024-slot chunk between batches, however large the last was") {
-    val list = new ChangeList
+    val tier = new HeapTier()
+    val list = tier.changeList
     val atRest = list.estimatedBytes
-    assert(atRest === 1024 * 16)
-    entries(Seq.tabulate(5000)(i => BigInt(i).toByteArray)).foreach(e => list.add(e, Array[Byte](1)))
-    assert(list.size === 5000 && list.estimatedBytes === 5 * 1024 * 16 + 5000 * 17)
-    assert(list.undo(4999).toSeq === Seq[Byte](1) && list.entry(4999).keyBytes.toSeq === BigInt(4999).toByteArray.toSeq)
-    list.clear()
+    assert(atRest === 1024 * 24)
+    batchOf(Seq.tabulate(5000)(i => BigInt(i).toByteArray), tier)
+    assert(list.size === 5000 && list.estimatedBytes === 5 * 1024 * 24)
+    assert(list.undoAddr(4999) === -1L && tier.keyBytes(list.slot(4999)).toSeq === BigInt(4999).toByteArray.toSeq)
+    tier.commitBatch()
     assert(list.size === 0 && list.estimatedBytes === atRest)
   }
 }

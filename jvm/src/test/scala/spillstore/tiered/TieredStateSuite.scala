@@ -18,7 +18,7 @@ import org.apache.spark.unsafe.types.UTF8String
 
 import spillstore.checkpoint.StateFile
 import spillstore.cold.ColdTier
-import spillstore.heap.PrefixIndex
+import spillstore.heap.{KeyValue, PrefixIndex}
 
 class TieredStateSuite extends AnyFunSuite with BeforeAndAfterAll {
   private val schema = StructType(Seq(StructField("k", LongType)))
@@ -29,7 +29,7 @@ class TieredStateSuite extends AnyFunSuite with BeforeAndAfterAll {
   private def bytes(i: Long): UnsafeRow = valueProj(new GenericInternalRow(Array[Any](i))).copy()
   private def long(b: Array[Byte]): Long = { val r = new UnsafeRow(1); r.pointTo(b, b.length); r.getLong(0) }
   /** The value of what `get` returns: the 16-byte key row, then the value row. */
-  private def got(kv: Array[Byte]): Long = long(java.util.Arrays.copyOfRange(kv, 16, kv.length))
+  private def got(kv: KeyValue): Long = long(kv.value)
   private def row(b: Array[Byte]): UnsafeRow = { val r = new UnsafeRow(1); r.pointTo(b, b.length); r }
 
   /**
@@ -241,7 +241,7 @@ class TieredStateSuite extends AnyFunSuite with BeforeAndAfterAll {
     f.commit()
     assert(s.coldKeyCount >= 12)
     def scan(g: String) = s.prefixScan(p(g)).map { kv =>
-      val r = new UnsafeRow(2); r.pointTo(kv.kv, kv.keyLength); r.getLong(1)
+      val r = new UnsafeRow(2); r.pointTo(kv.key, kv.keyLength); r.getLong(1)
     }.toSet
     assert(scan("b") === (1L to 5L).toSet)
     s.remove(k("b", 3))
