@@ -459,13 +459,14 @@ final class HeapTier(listener: HeapTier.Listener = HeapTier.NoListener) {
       while (entriesInTable * 4 < capacity && capacity > InitialCapacity) capacity /= 2
       rehash(capacity)
     }
-    val slotsNeeded = math.max(InitialCapacity, entriesInTable * 2)
-    if (entriesInTable * 4 < records.length * ChunkSlots && records.length > 1) {
-      records = java.util.Arrays.copyOf(records, (slotsNeeded + ChunkMask) >>> ChunkShift)
+    val chunksNeeded = (entriesInTable + ChunkMask) >>> ChunkShift
+    if (records.length > chunksNeeded + 1) {
+      records = java.util.Arrays.copyOf(records, chunksNeeded + 1)
     }
     if (records.length == 1 && entriesInTable * 4 * 4 < records(0).length &&
         records(0).length > InitialCapacity * 4) {
-      records(0) = java.util.Arrays.copyOf(records(0), Integer.highestOneBit(slotsNeeded) * 2 * 4)
+      val slots = Integer.highestOneBit(math.max(InitialCapacity, entriesInTable * 2)) * 2
+      records(0) = java.util.Arrays.copyOf(records(0), slots * 4)
     }
     if (entriesInTable * 4 < pins.length && pins.length > InitialCapacity) {
       pins = java.util.Arrays.copyOf(pins, math.max(InitialCapacity, entriesInTable * 2))
@@ -520,10 +521,13 @@ final class HeapTier(listener: HeapTier.Listener = HeapTier.NoListener) {
 
 object HeapTier {
   private val InitialCapacity = 64
-  private val ChunkShift = 12
+  private val ChunkShift = 10
   private val ChunkSlots = 1 << ChunkShift
   private val ChunkMask = ChunkSlots - 1
-  /** A chunk of records: 4,096 slots of four longs, 128 KB (never humongous). */
+  /**
+   * A chunk of records: 1,024 slots of four longs, 32 KB: never humongous, and chunks go as
+   * entries leave, so records cost at most a chunk or two more than the entries need.
+   */
   private val ChunkLongs = ChunkSlots * 4
   private val LowBits = 0xffffffffL
   private val HighBits = ~LowBits
@@ -546,6 +550,10 @@ object HeapTier {
   /** Set on every access, cleared by the CLOCK hand as it passes: "recently used". */
   private val Referenced = 1 << 28
   private val ColdShift = 29
+
+  /** What an empty tier keeps (its smallest arrays, the change list's first chunk): eviction
+   *  cannot free it. */
+  lazy val EmptyBytes: Long = new HeapTier().estimatedBytes
 
   /**
    * Heap bytes of an entry beyond its region: its record (32), pin (1) and table slot (4 bytes

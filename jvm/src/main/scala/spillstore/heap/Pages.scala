@@ -32,6 +32,8 @@ final class Pages {
   /** Page indices [0, slots) are in use or free (null); freed indices are reused. */
   private var slots = 0
   private var current = -1
+  /** Size of the next page, when an evacuation knows what it will move (else 0). */
+  private var nextPageSize = 0
   /** Bytes of the pages in use, array headers excluded. */
   private var capacity = 0L
   private var count = 0
@@ -91,7 +93,13 @@ final class Pages {
       freed += pages(i).length - live(i)
       go
     }.toArray
-    if (chosen.contains(current)) current = -1
+    if (chosen.contains(current)) {
+      // The moved regions go to a new page of their size: one of the usual size would leave
+      // room unused that the evacuation was meant to give back.
+      current = -1
+      nextPageSize = math.max(MinPageBytes.toLong, chosen.map(live(_).toLong).sum)
+        .min(MaxPageBytes).toInt
+    }
     chosen
   }
 
@@ -127,6 +135,7 @@ final class Pages {
     used = new Array[Int](8)
     slots = 0
     current = -1
+    nextPageSize = 0
     capacity = 0
     count = 0
     liveTotal = 0
@@ -144,8 +153,9 @@ final class Pages {
       slots += 1
     }
     // An eighth of what the pages hold, so that a small state keeps little room unused.
-    val size = math.max(need,
-      math.min(MaxPageBytes, math.max(MinPageBytes, java.lang.Long.highestOneBit(liveTotal / 8)).toInt))
+    val usual = math.min(MaxPageBytes, math.max(MinPageBytes, java.lang.Long.highestOneBit(liveTotal / 8)).toInt)
+    val size = math.max(need, if (nextPageSize > 0) nextPageSize else usual)
+    nextPageSize = 0
     pages(index) = new Array[Byte](size)
     live(index) = 0
     used(index) = 0

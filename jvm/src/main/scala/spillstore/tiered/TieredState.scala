@@ -361,6 +361,7 @@ final class TieredState(
 
   def abortBatch(): Unit = {
     heap.abortBatch()
+    heap.trimToSize()
     endBatch()
   }
 
@@ -559,6 +560,7 @@ final class TieredState(
   def evict(bytes: Long, entries: Long): Long = {
     if ((bytes <= 0 && entries <= 0) || openIterators > 0) return 0
     val before = residentBytes
+    heap.trimToSize() // spare capacity goes first: a state with no entries left has some
     var entriesLeft = entries
     // In writes of at most MaxVictimsPerWrite; evicted keys join the cold-key filter, which may
     // grow by a layer: evict on to pay for it.
@@ -568,7 +570,7 @@ final class TieredState(
       entriesLeft -= evicted
       // Evicted entries leave garbage in the heap's pages: give it back before evicting more.
       val over = residentBytes - (before - bytes)
-      if (over > 0) heap.reclaim(over)
+      if (over > 0 && heap.reclaim(over) != 0) publish()
     } while (evicted > 0 && (residentBytes > before - bytes || entriesLeft > 0))
     before - residentBytes
   }
@@ -679,7 +681,7 @@ final class TieredState(
   private def publish(): Unit = {
     publishedBytes = residentBytes
     publishedEntries = heap.numLiveEntries
-    publishedFixedBytes = coldFilter.bytes
+    publishedFixedBytes = coldFilter.bytes + HeapTier.EmptyBytes
   }
 
   def coldKeyCount: Long = coldCount

@@ -200,7 +200,8 @@ class HeapTierSuite extends AnyFunSuite {
     (0L until 50000L).filter(_ % 100 != 0).foreach(i => remove(h, i))
     h.commitBatch()
     h.trimToSize()
-    assert(h.estimatedBytes < empty + (full - empty) / 10, s"${h.estimatedBytes} of $full")
+    // What is left: the 500 entries, a spare chunk of records, at most an eighth of garbage.
+    assert(h.estimatedBytes < empty + (full - empty) / 8, s"${h.estimatedBytes} of $full")
     assert(contents(h) === (0L until 50000L by 100).map(_ -> "abcdefgh").toMap)
   }
 }
