@@ -81,8 +81,12 @@ final class HeapTier(listener: HeapTier.Listener = HeapTier.NoListener) {
    * listener (the prefix index) keeps per entry.
    */
   def estimatedBytes: Long = pages.estimatedBytes + table.length.toLong * 4 +
-    records.map(_.length.toLong * 8).sum + pins.length + changes.estimatedBytes +
+    recordBytes + pins.length + changes.estimatedBytes +
     listener.estimatedBytes
+
+  // Only the first chunk is ever smaller than a whole chunk, and only while it is the only one.
+  private def recordBytes: Long =
+    if (records.length == 1) records(0).length * 8L else records.length * ChunkLongs * 8L
 
   /**
    * Bytes allocated since the tier was created: what the state grew by, entry by entry, where
@@ -451,7 +455,9 @@ final class HeapTier(listener: HeapTier.Listener = HeapTier.NoListener) {
 
   /**
    * Gives back what many departed entries (evictions, removals, updates) left: table, record
-   * and pin capacity at a quarter full, and pages once garbage is a quarter of them.
+   * and pin capacity at a quarter full, and pages once garbage is a quarter of them. Pages go
+   * at twice the pace garbage was made since the previous call, so that a commit pays in
+   * proportion to what its batch changed, never for the whole state at once.
    */
   def trimToSize(): Unit = {
     if (entriesInTable * 4 < table.length && table.length > InitialCapacity) {
@@ -471,8 +477,9 @@ final class HeapTier(listener: HeapTier.Listener = HeapTier.NoListener) {
     if (entriesInTable * 4 < pins.length && pins.length > InitialCapacity) {
       pins = java.util.Arrays.copyOf(pins, math.max(InitialCapacity, entriesInTable * 2))
     }
+    val freed = pages.takeFreed()
     if (pages.garbageBytes * 4 > pages.estimatedBytes) {
-      reclaim(pages.garbageBytes - pages.estimatedBytes / 8)
+      reclaim(math.min(pages.garbageBytes - pages.estimatedBytes / 8, 2 * freed + Pages.MaxPageBytes))
     }
   }
 

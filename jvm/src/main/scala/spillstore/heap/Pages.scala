@@ -38,6 +38,8 @@ final class Pages {
   private var capacity = 0L
   private var count = 0
   private var liveTotal = 0L
+  /** Bytes freed since [[takeFreed]] was last called: the pace at which garbage is made. */
+  private var freedSinceTaken = 0L
 
   /** Heap bytes of the pages (array headers included) and their directory. */
   def estimatedBytes: Long = capacity + count.toLong * ArrayHeader + pages.length * 12L
@@ -73,6 +75,14 @@ final class Pages {
     val p = pageIndex(addr)
     live(p) -= length + HeaderBytes
     liveTotal -= length + HeaderBytes
+    freedSinceTaken += length + HeaderBytes
+  }
+
+  /** Bytes freed since the previous call. */
+  def takeFreed(): Long = {
+    val f = freedSinceTaken
+    freedSinceTaken = 0
+    f
   }
 
   /** Records that entry `owner` now owns the region at `addr` (it moved to another slot). */
@@ -136,6 +146,7 @@ final class Pages {
     slots = 0
     current = -1
     nextPageSize = 0
+    freedSinceTaken = 0
     capacity = 0
     count = 0
     liveTotal = 0
