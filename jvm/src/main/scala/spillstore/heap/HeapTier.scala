@@ -305,8 +305,9 @@ final class HeapTier(listener: HeapTier.Listener = HeapTier.NoListener) {
   }
 
   /**
-   * Drops a committed entry outside any batch (recovery replaying a removal, eviction). The
-   * last slot's entry moves into its slot: drop several in descending slot order.
+   * Drops a committed entry the open batch has not changed (recovery replaying a removal,
+   * eviction: its victims are never changed entries, which are pinned). The last slot's entry
+   * moves into its slot: drop several in descending slot order.
    */
   def dropCommitted(slot: Int): Unit = {
     setDead(slot)
@@ -469,9 +470,9 @@ final class HeapTier(listener: HeapTier.Listener = HeapTier.NoListener) {
     if (records.length > chunksNeeded + 1) {
       records = java.util.Arrays.copyOf(records, chunksNeeded + 1)
     }
+    val slots = math.max(InitialCapacity, Integer.highestOneBit(math.max(1, entriesInTable * 2)) * 2)
     if (records.length == 1 && entriesInTable * 4 * 4 < records(0).length &&
-        records(0).length > InitialCapacity * 4) {
-      val slots = Integer.highestOneBit(math.max(InitialCapacity, entriesInTable * 2)) * 2
+        records(0).length > slots * 4) {
       records(0) = java.util.Arrays.copyOf(records(0), slots * 4)
     }
     if (entriesInTable * 4 < pins.length && pins.length > InitialCapacity) {
@@ -503,7 +504,7 @@ final class HeapTier(listener: HeapTier.Listener = HeapTier.NoListener) {
         if (current || undo) {
           val to = pages.allocate(length, owner)
           System.arraycopy(pages.page(a), Pages.offset(a), pages.page(to), Pages.offset(to), length)
-          pages.free(a, length)
+          pages.freeMoved(a, length)
           if (current) setAddr(owner, to)
           if (undo) changes.setUndoAddr(k, to)
         }

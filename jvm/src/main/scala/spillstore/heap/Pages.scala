@@ -78,6 +78,12 @@ final class Pages {
     freedSinceTaken += length + HeaderBytes
   }
 
+  /** [[free]] of a region an evacuation copied: it makes no garbage that is not given back. */
+  def freeMoved(addr: Long, length: Int): Unit = {
+    free(addr, length)
+    freedSinceTaken -= length + HeaderBytes
+  }
+
   /** Bytes freed since the previous call. */
   def takeFreed(): Long = {
     val f = freedSinceTaken
@@ -107,8 +113,8 @@ final class Pages {
       // The moved regions go to a new page of their size: one of the usual size would leave
       // room unused that the evacuation was meant to give back.
       current = -1
-      nextPageSize = math.max(MinPageBytes.toLong, chosen.map(live(_).toLong).sum)
-        .min(MaxPageBytes).toInt
+      val moving = chosen.map(live(_).toLong).sum
+      if (moving > 0) nextPageSize = math.max(MinPageBytes.toLong, moving).min(MaxPageBytes).toInt
     }
     chosen
   }
@@ -164,7 +170,8 @@ final class Pages {
       slots += 1
     }
     // An eighth of what the pages hold, so that a small state keeps little room unused.
-    val usual = math.min(MaxPageBytes, math.max(MinPageBytes, java.lang.Long.highestOneBit(liveTotal / 8)).toInt)
+    val usual = math.min(MaxPageBytes.toLong,
+      math.max(MinPageBytes.toLong, java.lang.Long.highestOneBit(liveTotal / 8))).toInt
     val size = math.max(need, if (nextPageSize > 0) nextPageSize else usual)
     nextPageSize = 0
     pages(index) = new Array[Byte](size)

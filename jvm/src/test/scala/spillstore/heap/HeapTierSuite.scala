@@ -158,7 +158,7 @@ class HeapTierSuite extends AnyFunSuite {
     (0L until 20000L by 10).foreach(i => assert(get(h, i) === Some(s"$value$i"), s"key $i after abort"))
   }
 
-  test("random batches of puts, removals, drops, commits, aborts and page evacuations match a model exactly") {
+  test("random batches of puts, removals, drops (inside batches too), commits, aborts and page evacuations match a model exactly") {
     for (seed <- 1 to 6) {
       val rnd = new Random(seed)
       val h = new HeapTier()
@@ -169,8 +169,9 @@ class HeapTierSuite extends AnyFunSuite {
           val i = rnd.nextInt(300).toLong
           rnd.nextInt(10) match {
             case 0 | 1 => remove(h, i); open -= i
-            case 2 if h.numChanges == 0 && h.numSlots > 0 =>
-              // Between batches eviction drops committed entries, several at a time.
+            case 2 if h.numSlots > 0 =>
+              // Eviction drops entries the batch has not changed, several at a time, between
+              // batches or inside one (moving changed entries into the freed slots).
               val drops = victims(h).take(1 + rnd.nextInt(5)).sorted(Ordering[Int].reverse)
               drops.foreach { s => val key = id(h, s); h.dropCommitted(s); committed -= key; open -= key }
               victims(h).foreach(h.unselect)
