@@ -58,12 +58,7 @@ object KeyOrder {
     val out = new Array[Int](n)
     i = 0
     while (i < n) { out(i) = changes.slot(s.positions(i)); i += 1 }
-    forEachTie(prefixes, n) { (start, end) =>
-      val tied = JArrays.copyOfRange(out, start, end).map(Int.box)
-      JArrays.sort(tied, (a: Integer, b: Integer) => tier.compareKeys(a, b))
-      var j = 0
-      while (j < tied.length) { out(start + j) = tied(j); j += 1 }
-    }
+    forEachTie(prefixes, n)((start, end) => sortRange(out, start, end)(tier.compareKeys))
     new Run(out, prefixes)
   }
 
@@ -102,12 +97,16 @@ object KeyOrder {
 
   /** Sorts `positions`[start, end) by the whole keys they point to. */
   private def sortTies(keys: Array[Array[Byte]], offsets: Array[Int], lengths: Array[Int],
-      positions: Array[Int], start: Int, end: Int): Unit = {
-    val tied = JArrays.copyOfRange(positions, start, end).map(Int.box)
-    JArrays.sort(tied, (a: Integer, b: Integer) => JArrays.compareUnsigned(
+      positions: Array[Int], start: Int, end: Int): Unit =
+    sortRange(positions, start, end)((a, b) => JArrays.compareUnsigned(
       keys(a), offsets(a), offsets(a) + lengths(a), keys(b), offsets(b), offsets(b) + lengths(b)))
+
+  /** Sorts `a`[start, end) by `compare` (ties are few and short: boxing them is cheap). */
+  private def sortRange(a: Array[Int], start: Int, end: Int)(compare: (Int, Int) => Int): Unit = {
+    val tied = JArrays.copyOfRange(a, start, end).map(Int.box)
+    JArrays.sort(tied, (x: Integer, y: Integer) => compare(x, y))
     var j = 0
-    while (j < tied.length) { positions(start + j) = tied(j); j += 1 }
+    while (j < tied.length) { a(start + j) = tied(j); j += 1 }
   }
 
   /**
