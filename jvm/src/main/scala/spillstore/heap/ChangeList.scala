@@ -10,8 +10,10 @@ import java.util.{Arrays => JArrays}
  * Owned by its [[HeapTier]] and used under the same rule: only the thread holding the open
  * store touches it. The tier keeps the slots current when entries move.
  *
- * Chunked, 1024 changes a chunk (24 KB; one chunk stays between batches, a store's fixed heap
- * at rest). As doubling arrays, a batch that changes a million keys grew arrays of megabytes,
+ * Chunked, 1024 changes a chunk (24 KB). The first chunk starts at 64 changes and doubles up
+ * to a whole chunk; between batches only a 64-change first chunk stays (1.5 KB, a store's fixed
+ * heap at rest, which eviction cannot free: many small stores under a small budget). As one
+ * doubling array, a batch that changes a million keys grew arrays of megabytes,
  * and in a 1 GB heap every array of 512 KB or more is a humongous object: G1 gives it whole
  * regions and may start a concurrent cycle for it (57 of the 63 cycles in the 25M-key profile,
  * docs/benchmarks.md).
@@ -27,10 +29,10 @@ import java.util.{Arrays => JArrays}
 final class ChangeList(tier: HeapTier) {
   import ChangeList._
 
-  private var slots = Array(new Array[Int](ChunkSize))
-  private var undoAddrs = Array(new Array[Long](ChunkSize))
-  private var undoValueLengths = Array(new Array[Int](ChunkSize))
-  private var prefixes = Array(new Array[Long](ChunkSize))
+  private var slots = Array(new Array[Int](FirstChunkSize))
+  private var undoAddrs = Array(new Array[Long](FirstChunkSize))
+  private var undoValueLengths = Array(new Array[Int](FirstChunkSize))
+  private var prefixes = Array(new Array[Long](FirstChunkSize))
   private var count = 0
 
   /** Where this batch's prefixes are taken: the shared length of the previous batch's keys. */
@@ -49,12 +51,17 @@ final class ChangeList(tier: HeapTier) {
   /** Key bytes [offset, offset + 8) of `slot(i)`'s key as an unsigned big-endian long. */
   def prefix(i: Int): Long = prefixes(i >>> ChunkShift)(i & ChunkMask)
 
+  /** Changes the allocated chunks hold; only the first may be smaller than a whole chunk. */
+  private def capacity: Int = if (slots.length == 1) slots(0).length else slots.length * ChunkSize
+
   /** Heap bytes: the slots of every allocated chunk (the undo values are in the pages). */
-  def estimatedBytes: Long = slots.length.toLong * ChunkSize * SlotBytes
+  def estimatedBytes: Long = capacity.toLong * SlotBytes
 
   /** Appends a changed entry; returns its position. */
   def add(slot: Int, undoAddr: Long, undoValueLength: Int): Int = {
-    if (count == slots.length * ChunkSize) addChunk()
+    if (count == capacity) {
+      if (capacity < ChunkSize) resizeFirstChunk(capacity * 2) else addChunk()
+    }
     val c = count >>> ChunkShift
     val i = count & ChunkMask
     slots(c)(i) = slot
@@ -82,7 +89,7 @@ final class ChangeList(tier: HeapTier) {
     }
   }
 
-  /** Empties the list for the next batch, keeping the first chunk. */
+  /** Empties the list for the next batch, keeping a small first chunk. */
   def clear(): Unit = {
     if (count > 0) offset = shared
     if (slots.length > 1) {
@@ -91,9 +98,17 @@ final class ChangeList(tier: HeapTier) {
       undoValueLengths = JArrays.copyOf(undoValueLengths, 1)
       prefixes = JArrays.copyOf(prefixes, 1)
     }
+    if (slots(0).length > FirstChunkSize) resizeFirstChunk(FirstChunkSize)
     count = 0
     firstKey = null
     shared = 0
+  }
+
+  private def resizeFirstChunk(size: Int): Unit = {
+    slots(0) = JArrays.copyOf(slots(0), size)
+    undoAddrs(0) = JArrays.copyOf(undoAddrs(0), size)
+    undoValueLengths(0) = JArrays.copyOf(undoValueLengths(0), size)
+    prefixes(0) = JArrays.copyOf(prefixes(0), size)
   }
 
   private def addChunk(): Unit = {
@@ -112,6 +127,7 @@ object ChangeList {
   private val ChunkShift = 10
   private val ChunkSize = 1 << ChunkShift
   private val ChunkMask = ChunkSize - 1
+  private val FirstChunkSize = 64
   /** A slot, an undo address and value length, a prefix. */
   private val SlotBytes = 24
 

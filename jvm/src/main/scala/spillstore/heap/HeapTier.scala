@@ -466,10 +466,9 @@ final class HeapTier(listener: HeapTier.Listener = HeapTier.NoListener) {
       while (entriesInTable * 4 < capacity && capacity > InitialCapacity) capacity /= 2
       rehash(capacity)
     }
-    val chunksNeeded = (entriesInTable + ChunkMask) >>> ChunkShift
-    if (records.length > chunksNeeded + 1) {
-      records = java.util.Arrays.copyOf(records, chunksNeeded + 1)
-    }
+    // Chunks are added one at a time as slots fill, so none is kept spare.
+    val chunksNeeded = math.max(1, (entriesInTable + ChunkMask) >>> ChunkShift)
+    if (records.length > chunksNeeded) records = java.util.Arrays.copyOf(records, chunksNeeded)
     val slots = math.max(InitialCapacity, Integer.highestOneBit(math.max(1, entriesInTable * 2)) * 2)
     if (records.length == 1 && entriesInTable * 4 * 4 < records(0).length &&
         records(0).length > slots * 4) {
@@ -534,7 +533,7 @@ object HeapTier {
   private val ChunkMask = ChunkSlots - 1
   /**
    * A chunk of records: 1,024 slots of four longs, 32 KB: never humongous, and chunks go as
-   * entries leave, so records cost at most a chunk or two more than the entries need.
+   * entries leave, so records cost at most a chunk more than the entries need.
    */
   private val ChunkLongs = ChunkSlots * 4
   private val LowBits = 0xffffffffL

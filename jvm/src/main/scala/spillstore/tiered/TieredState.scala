@@ -4,6 +4,7 @@ import java.io.File
 import java.util.concurrent.locks.ReentrantLock
 
 import scala.collection.mutable.ArrayBuffer
+import scala.util.control.NonFatal
 
 import org.rocksdb.WriteBatch
 
@@ -182,7 +183,7 @@ final class TieredState(
     if (l == null || (lease ne l)) { freeIfDoomedBy(l); false }
     else {
       closeScans()
-      try onGrowth(this) finally locked {
+      try enforceOnRelease(reason) finally locked {
         if (lease eq l) { // else revoked or unloaded meanwhile: doomed, freed below
           l.endedBy = reason
           lease = null
@@ -198,6 +199,18 @@ final class TieredState(
       true
     }
   }
+
+  /**
+   * The growth hook as the owner lets go. Its batch has ended (committed or aborted), so an
+   * eviction that fails here (the cold tier's disk) must not fail the commit or abort that
+   * ended it: it is logged, and the next growth report or relief round tries again.
+   */
+  private def enforceOnRelease(reason: String): Unit =
+    try onGrowth(this) catch {
+      case NonFatal(e) =>
+        logWarning(s"$this could not evict on release ($reason); the next batch or relief " +
+          s"round retries: ${e.getMessage}", e)
+    }
 
   /** Frees the state if it is doomed and `l` was its owner; on `l`'s holder's thread. */
   def freeIfDoomedBy(l: Lease): Unit = if (l != null) locked {

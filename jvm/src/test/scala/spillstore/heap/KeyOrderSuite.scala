@@ -98,11 +98,11 @@ class KeyOrderSuite extends AnyFunSuite {
     }
   }
 
-  test("a change list keeps one 1024-slot chunk between batches, however large the last was") {
+  test("a change list keeps a 64-slot first chunk between batches, however large the last was") {
     val tier = new HeapTier()
     val list = tier.changeList
     val atRest = list.estimatedBytes
-    assert(atRest === 1024 * 24)
+    assert(atRest === 64 * 24)
     batchOf(Seq.tabulate(5000)(i => BigInt(i).toByteArray), tier)
     assert(list.size === 5000 && list.estimatedBytes === 5 * 1024 * 24)
     assert(list.undoAddr(4999) === -1L && tier.keyBytes(list.slot(4999)).toSeq === BigInt(4999).toByteArray.toSeq)
