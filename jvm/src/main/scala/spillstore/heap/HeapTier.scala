@@ -159,7 +159,7 @@ final class HeapTier(listener: HeapTier.Listener = HeapTier.NoListener) {
   }
   /** Heap bytes the entry costs: its record, pin and table share, its region. */
   def entryBytes(slot: Int): Long =
-    PerEntryBytes + Pages.HeaderBytes + keyLength(slot) + valueLength(slot)
+    PerEntryBytes + Pages.HeaderBytes + regionLength(slot)
 
   /** Unsigned order of two entries' keys, the order of checkpoint files. */
   def compareKeys(a: Int, b: Int): Int = {
@@ -201,15 +201,8 @@ final class HeapTier(listener: HeapTier.Listener = HeapTier.NoListener) {
   def update(slot: Int, valueBase: AnyRef, valueOffset: Long, valueLength: Int): Unit = {
     val first = !changed(slot)
     recordChange(slot)
-    val old = addr(slot)
-    val oldLength = keyLength(slot) + this.valueLength(slot)
-    val keyLen = keyLength(slot)
-    val a = allocate(keyLen + valueLength, slot)
-    val p = pages.page(a)
-    System.arraycopy(pages.page(old), Pages.offset(old), p, Pages.offset(a), keyLen)
-    copy(valueBase, valueOffset, p, Pages.offset(a) + keyLen, valueLength)
-    setAddr(slot, a)
-    setValueLength(slot, valueLength)
+    val oldLength = regionLength(slot)
+    val old = rewrite(slot, valueBase, valueOffset, valueLength)
     // The region the batch found is the undo, freed at commit; later ones are the batch's own.
     if (!first && changes.undoAddr(changeAt(slot)) != old) pages.free(old, oldLength)
     setLive(slot)
@@ -259,7 +252,7 @@ final class HeapTier(listener: HeapTier.Listener = HeapTier.NoListener) {
       if (undo >= 0) {
         val now = addr(s)
         if (now != undo) {
-          pages.free(now, keyLength(s) + valueLength(s))
+          pages.free(now, regionLength(s))
           setAddr(s, undo)
           setValueLength(s, changes.undoValueLength(k))
         }
@@ -292,14 +285,8 @@ final class HeapTier(listener: HeapTier.Listener = HeapTier.NoListener) {
 
   /** Replaces a committed entry's value outside any batch (recovery). */
   def setCommitted(slot: Int, value: Array[Byte]): Unit = {
-    val old = addr(slot)
-    val keyLen = keyLength(slot)
-    val a = allocate(keyLen + value.length, slot)
-    System.arraycopy(pages.page(old), Pages.offset(old), pages.page(a), Pages.offset(a), keyLen)
-    System.arraycopy(value, 0, pages.page(a), Pages.offset(a) + keyLen, value.length)
-    pages.free(old, keyLen + valueLength(slot))
-    setAddr(slot, a)
-    setValueLength(slot, value.length)
+    val oldLength = regionLength(slot)
+    pages.free(rewrite(slot, value, Platform.BYTE_ARRAY_OFFSET, value.length), oldLength)
     setLive(slot)
     if (cold(slot) == ColdClean) setCold(slot, ColdStale)
   }
@@ -386,6 +373,26 @@ final class HeapTier(listener: HeapTier.Listener = HeapTier.NoListener) {
     s
   }
 
+  /**
+   * Gives the entry a new region: its key, then the value's bytes. Returns the old region's
+   * address, which stays as it is (rows may point into it); the caller decides when it is
+   * garbage.
+   */
+  private def rewrite(slot: Int, valueBase: AnyRef, valueOffset: Long, valueLength: Int): Long = {
+    val old = addr(slot)
+    val keyLen = keyLength(slot)
+    val a = allocate(keyLen + valueLength, slot)
+    val p = pages.page(a)
+    System.arraycopy(pages.page(old), Pages.offset(old), p, Pages.offset(a), keyLen)
+    copy(valueBase, valueOffset, p, Pages.offset(a) + keyLen, valueLength)
+    setAddr(slot, a)
+    setValueLength(slot, valueLength)
+    old
+  }
+
+  /** Bytes of the entry's current region (key and value). */
+  private def regionLength(slot: Int): Int = keyLength(slot) + valueLength(slot)
+
   private def allocate(length: Int, owner: Int): Long = {
     allocated += length + Pages.HeaderBytes
     pages.allocate(length, owner)
@@ -396,7 +403,7 @@ final class HeapTier(listener: HeapTier.Listener = HeapTier.NoListener) {
     listener.unlinked(page(slot), keyOffset(slot), keyLength(slot))
     val bucket = hashAt(slot) & (table.length - 1)
     replaceLink(bucket, slot, next(slot))
-    pages.free(addr(slot), keyLength(slot) + valueLength(slot))
+    pages.free(addr(slot), regionLength(slot))
     entriesInTable -= 1
     val last = entriesInTable
     if (last != slot) move(last, slot)
