@@ -21,9 +21,13 @@ import org.apache.spark.unsafe.hash.Murmur3_x86_32
  * ten layers, and 6.7 % of the lookups (all of absent keys) reached RocksDB.
  *
  * The filter is heap the budget counts but eviction cannot free, so it starts small (12 KB)
- * and gives up past `maxBytes` (the provider allows 1/16 of the budget, at most 32 MB: over
- * 10M keys): it is dropped and every lookup goes to RocksDB again, as without it, until the
- * cold tier is cleared.
+ * and stops growing at `maxBytes` (the provider allows 1/16 of the budget, at most 32 MB: over
+ * 10M keys). When the next layer would pass it, the layers it has take more keys instead,
+ * largest first, down to 6 bits a key (about 10 % false positives a layer, against under 1 %
+ * at 12): a state that outgrows its filter reads RocksDB for a growing share of absent keys
+ * rather than for all of them at once. Only when every layer is that full does the filter give
+ * up: it is dropped and every lookup goes to RocksDB again, as without it, until the cold tier
+ * is cleared.
  *
  * Keys are the heap's key bytes; `hash` is the heap's hash of them (HeapTier.hashOf).
  */
@@ -34,6 +38,8 @@ final class ColdKeyFilter(firstCapacity: Int = ColdKeyFilter.FirstCapacity,
   private var layers: List[Layer] = Nil // newest first
   private var layerBytes = 0L
   private var saturated = false
+  /** Whether layers past their 12 bits a key take the new keys (no new layer fits). */
+  private var overfilling = false
   /** Capacity of the first layer, when one is added. */
   private var nextCapacity = firstCapacity
 
@@ -66,25 +72,51 @@ final class ColdKeyFilter(firstCapacity: Int = ColdKeyFilter.FirstCapacity,
     false
   }
 
-  /** Adds a key; true if this add made the filter give up (past `maxBytes`). */
+  /** Adds a key; true if this add made the filter give up (every layer full within `maxBytes`). */
   def add(base: AnyRef, offset: Long, length: Int, hash: Int): Boolean = {
     if (saturated) return false
-    if (layers.isEmpty || layers.head.isFull) {
-      val capacity = if (layers.isEmpty) nextCapacity else layers.head.capacity * 2
-      if (layerBytes + Layer.bytes(capacity) > maxBytes) {
-        saturated = true
-        layers = Nil
-        layerBytes = 0
-        return true
-      }
-      layers = new Layer(capacity) :: layers
-      layerBytes += Layer.bytes(capacity)
+    if ((layers.isEmpty || layers.head.isFull) && !makeRoom()) {
+      saturated = true
+      layers = Nil
+      layerBytes = 0
+      return true
     }
     layers.head.add(hash64(base, offset, length, hash))
     false
   }
 
-  def clear(): Unit = { layers = Nil; layerBytes = 0; saturated = false; nextCapacity = firstCapacity }
+  /**
+   * Puts a layer with room for a key at the head: a new one twice the newest while it fits in
+   * `maxBytes`, then (for good: a later layer would be larger still) the largest layer not yet
+   * overfilled. False if none is left.
+   */
+  private def makeRoom(): Boolean = {
+    if (!overfilling) {
+      val capacity = if (layers.isEmpty) nextCapacity else layers.head.capacity * 2
+      if (layerBytes + Layer.bytes(capacity) <= maxBytes) {
+        layers = new Layer(capacity) :: layers
+        layerBytes += Layer.bytes(capacity)
+        return true
+      }
+      overfilling = true
+    }
+    var candidates = layers.filter(!_.overfilled)
+    while (candidates.nonEmpty) {
+      val largest = candidates.maxBy(_.blockCount)
+      largest.overfill()
+      if (!largest.isFull) {
+        layers = largest :: layers.filterNot(_ eq largest)
+        return true
+      }
+      candidates = candidates.filterNot(_ eq largest)
+    }
+    false
+  }
+
+  def clear(): Unit = {
+    layers = Nil; layerBytes = 0; saturated = false; overfilling = false
+    nextCapacity = firstCapacity
+  }
 }
 
 object ColdKeyFilter {
@@ -93,6 +125,8 @@ object ColdKeyFilter {
   private val SecondSeed = 0x5bd1e995
   private val BitsPerKey = 12
   private val BitsPerKeyInBlock = 8
+  /** How full an overfilled layer gets: about 10 % false positives with 8 bits set a key. */
+  private val MinBitsPerKey = 6
 
   /** A 64-bit hash from the heap's hash and a second, independent one of the key bytes. */
   private def hash64(base: AnyRef, offset: Long, length: Int, hash: Int): Long = {
@@ -108,11 +142,21 @@ object ColdKeyFilter {
     def bytes(capacity: Int): Long = 16L + blocks(capacity) * 64L
   }
 
+  /** A layer sized for `capacity` keys at [[BitsPerKey]]; see [[overfill]]. */
   private final class Layer(val capacity: Int) {
     private val blocks = Layer.blocks(capacity)
     private val words = new Array[Long](blocks * 8)
     private var count = 0
-    def isFull: Boolean = count >= capacity
+    private var limit = capacity
+    private var overfilledYet = false
+    def blockCount: Int = blocks
+    def isFull: Boolean = count >= limit
+    def overfilled: Boolean = overfilledYet
+    /** Lets the layer take keys down to [[MinBitsPerKey]] (once). */
+    def overfill(): Unit = {
+      overfilledYet = true
+      limit = math.max(capacity, (blocks * 512L / MinBitsPerKey).toInt)
+    }
 
     def add(h: Long): Unit = { probe(h, set = true); count += 1 }
     def contains(h: Long): Boolean = probe(h, set = false)

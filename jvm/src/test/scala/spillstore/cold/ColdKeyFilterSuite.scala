@@ -37,18 +37,36 @@ class ColdKeyFilterSuite extends AnyFunSuite {
     assert(falsePositives < absent / 100, s"$falsePositives false positives of $absent")
   }
 
-  test("past its byte limit the filter gives up: its memory is freed and every key may be cold") {
-    val f = new ColdKeyFilter(firstCapacity = 1000, maxBytes = 10000) // two layers fit, not three
-    assert((0L until 3000L).forall { i => val k = key(i); !f.add(k, Platform.BYTE_ARRAY_OFFSET, k.length, HeapTier.hashOf(k)) })
-    assert(f.bytes > 0 && f.bytes <= 10000)
-    assert(!mightContain(f, key(1L << 40)) || !mightContain(f, key((1L << 40) + 1)))
-    val k = key(3000)
-    assert(f.add(k, Platform.BYTE_ARRAY_OFFSET, k.length, HeapTier.hashOf(k)), "the add that gives up says so")
-    assert(!f.add(k, Platform.BYTE_ARRAY_OFFSET, k.length, HeapTier.hashOf(k)), "once")
+  test("past its byte limit the layers take twice their keys, with more false positives, then the filter gives up") {
+    def add(f: ColdKeyFilter, i: Long): Boolean = { val k = key(i); f.add(k, Platform.BYTE_ARRAY_OFFSET, k.length, HeapTier.hashOf(k)) }
+    def falsePositives(f: ColdKeyFilter): Double =
+      (1L << 40 until (1L << 40) + 100000).count(i => mightContain(f, key(i))) / 100000.0
+    val f = new ColdKeyFilter(firstCapacity = 1000, maxBytes = 10000) // layers of 1k and 2k keys fit, not 4k
+    assert((0L until 3000L).forall(i => !add(f, i)))
+    val (bytes, atTwelveBits) = (f.bytes, falsePositives(f))
+    assert(bytes > 0 && bytes <= 10000 && f.layerCount == 2)
+    // Past the limit: no new layer, no more bytes, until both layers are at 6 bits a key.
+    var n = 3000L
+    while (!add(f, n)) {
+      n += 1
+      assert(n < 10000, "the filter took more keys than 6 bits a key allow")
+    }
+    assert(n > 5500 && n < 6000, s"gave up at $n keys, where 6 bits a key in $bytes bytes hold about 5,900")
+    assert(!add(f, n), "gives up once")
     assert(f.bytes === 0)
-    assert((0L until 3001L).forall(i => mightContain(f, key(i))) && mightContain(f, key(1L << 40)))
+    assert((0L to n).forall(i => mightContain(f, key(i))) && mightContain(f, key(1L << 40)))
     f.clear()
     assert(!mightContain(f, key(1)))
+
+    // Just before giving up: every key is still found, and false positives are the documented
+    // rate of two layers at 6 bits a key (about 10 % each), not all keys.
+    val g = new ColdKeyFilter(firstCapacity = 1000, maxBytes = 10000)
+    assert((0L until n).forall(i => !add(g, i)))
+    assert(g.bytes === bytes && g.layerCount === 2)
+    assert((0L until n).forall(i => mightContain(g, key(i))), "a false negative")
+    val overfilled = falsePositives(g)
+    assert(atTwelveBits < 0.02 && overfilled > atTwelveBits && overfilled < 0.25,
+      s"false positives: $atTwelveBits at 12 bits a key, $overfilled overfilled")
   }
 
   test("a filter told how many keys to expect holds them in one layer, with fewer false positives than doubling") {
