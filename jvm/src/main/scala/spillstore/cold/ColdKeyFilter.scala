@@ -38,8 +38,6 @@ final class ColdKeyFilter(firstCapacity: Int = ColdKeyFilter.FirstCapacity,
   private var layers: List[Layer] = Nil // newest first
   private var layerBytes = 0L
   private var saturated = false
-  /** Whether layers past their 12 bits a key take the new keys (no new layer fits). */
-  private var overfilling = false
   /** Capacity of the first layer, when one is added. */
   private var nextCapacity = firstCapacity
 
@@ -91,32 +89,20 @@ final class ColdKeyFilter(firstCapacity: Int = ColdKeyFilter.FirstCapacity,
    * overfilled. False if none is left.
    */
   private def makeRoom(): Boolean = {
-    if (!overfilling) {
+    if (!layers.exists(_.overfilled)) {
       val capacity = if (layers.isEmpty) nextCapacity else layers.head.capacity * 2
       if (layerBytes + Layer.bytes(capacity) <= maxBytes) {
         layers = new Layer(capacity) :: layers
         layerBytes += Layer.bytes(capacity)
         return true
       }
-      overfilling = true
     }
-    var candidates = layers.filter(!_.overfilled)
-    while (candidates.nonEmpty) {
-      val largest = candidates.maxBy(_.blockCount)
-      largest.overfill()
-      if (!largest.isFull) {
-        layers = largest :: layers.filterNot(_ eq largest)
-        return true
-      }
-      candidates = candidates.filterNot(_ eq largest)
-    }
-    false
+    val room = layers.filterNot(_.overfilled).sortBy(-_.blockCount).find { l => l.overfill(); !l.isFull }
+    room.foreach(l => layers = l :: layers.filterNot(_ eq l))
+    room.isDefined
   }
 
-  def clear(): Unit = {
-    layers = Nil; layerBytes = 0; saturated = false; overfilling = false
-    nextCapacity = firstCapacity
-  }
+  def clear(): Unit = { layers = Nil; layerBytes = 0; saturated = false; nextCapacity = firstCapacity }
 }
 
 object ColdKeyFilter {
