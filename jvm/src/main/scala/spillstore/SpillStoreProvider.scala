@@ -60,7 +60,14 @@ class SpillStoreProvider extends SparkLineProvider with Logging {
   private var snapshotter: Snapshotter = _
   private var cleaner: Cleaner = _
   private val fileMaintenance = new ReentrantLock()
-  private var memory: MemoryManager = _
+  private[spillstore] var memory: MemoryManager = _
+
+  /**
+   * Earlier live states taken over or unloaded while a holder had them: each is freed by its
+   * holder, or by [[reclaimDoomed]] once that holder is gone, and counts in the memory budget
+   * until then (it unregisters itself when freed).
+   */
+  private var doomed = List.empty[TieredState]
 
   /** Committed version the heap holds; -1 when it must be loaded before use. */
   private var loadedVersion = -1L
@@ -84,8 +91,7 @@ class SpillStoreProvider extends SparkLineProvider with Logging {
       prefixKeyColumns: Option[Int],
       storeConfs: StateStoreConf,
       hadoopConf: Configuration): Unit = {
-    val index = prefixKeyColumns.map(new PrefixIndex(keySchema, _))
-    this.prefixScans = index.isDefined
+    this.prefixScans = prefixKeyColumns.isDefined
     this.storeId = stateStoreId
     this.keySchema = keySchema
     this.valueSchema = valueSchema
@@ -102,10 +108,13 @@ class SpillStoreProvider extends SparkLineProvider with Logging {
     // The cold-key filter is heap eviction cannot free: a small part of the budget per store.
     val filterMax = math.max(64L << 10, math.min(ColdKeyFilter.MaxBytes,
       memory.effectiveBudgetBytes / 16))
+    // Every live state gets pieces of its own: a doomed one may still be used or freed while
+    // its successor loads (the prefix index is mutable, and reuses a row for its projections).
     this.newLiveState = () => {
       val s = new TieredState(s"op${stateStoreId.operatorId}-p${stateStoreId.partitionId}-" +
-        stateStoreId.storeName, index, () => conf.localDir, enforceBudget, reportEvery, filterMax,
-        coldTiers)
+        stateStoreId.storeName, prefixKeyColumns.map(new PrefixIndex(keySchema, _)),
+        () => conf.localDir, enforceBudget, reportEvery, filterMax, coldTiers,
+        onFreed = memory.unregister)
       memory.register(s, conf.memory)
       s
     }
@@ -157,6 +166,7 @@ class SpillStoreProvider extends SparkLineProvider with Logging {
     val holder = task.map(t => s"task attempt $taskAttemptId (partition ${t.partitionId()})")
       .getOrElse("a store opened outside a task") + s" of $this"
     synchronized {
+      reclaimDoomed()
       val current = state.currentLease
       val (lease, fresh) =
         if (upgrading != null) {
@@ -175,12 +185,12 @@ class SpillStoreProvider extends SparkLineProvider with Logging {
             // it to free and this attempt loads a new one.
             logWarning(s"$holder takes over from ${current.holder}, whose store was still open; " +
               "its batch is discarded and the version reloaded from the checkpoint")
-            memory.unregister(state)
+            doomed ::= state // counted in the budget until freed
             invalidateWriter()
             loadedVersion = -1
             state = newLiveState()
           }
-          (state.acquire(holder, taskAttemptId), true)
+          (state.acquire(holder, taskAttemptId, holderGone(task)), true)
         }
       // One batch at a time: a write store, or a version change, ends an open batch of this
       // lease (a store left open by the same task).
@@ -202,6 +212,24 @@ class SpillStoreProvider extends SparkLineProvider with Logging {
       store
     }
   }
+
+  /**
+   * When a lease's holder is gone for good: its task has ended (its completion listener runs
+   * after every thread of the task stopped calling), or, outside a task, its thread has died.
+   */
+  private def holderGone(task: Option[TaskContext]): () => Boolean = task match {
+    case Some(t) => () => t.isCompleted()
+    case None =>
+      val opener = Thread.currentThread()
+      () => !opener.isAlive
+  }
+
+  /**
+   * Frees the doomed states whose holder is gone without freeing them (a store opened outside
+   * a task and abandoned) and forgets those freed; under the monitor.
+   */
+  private def reclaimDoomed(): Unit =
+    if (doomed.nonEmpty) doomed = doomed.filterNot(s => s.isFreed || s.freeIfAbandoned())
 
   private def invalidateWriter(): Unit = if (writer != null) {
     writer.state = SpillStateStore.Invalidated
@@ -304,12 +332,15 @@ class SpillStoreProvider extends SparkLineProvider with Logging {
       val millis = nanos / 1000000
       ExecutorStats.addCommit(written.bytes, written.records, nanos)
       loadedVersion = newVersion
-      // After release, so that evictions the commit made room for count in this batch.
+      // While the lease still owns the state (RocksDB is read only by its user), after the
+      // evictions the commit made room for, so that they count in this batch.
+      state.settle("committed")
+      val stats = CommitStats(written.bytes, written.records, millis, store.snapshotOnCommit,
+        state.takeBatchCounters(), liveFigures(state))
       endBatch(store, SpillStateStore.Committed, "committed")(())
       logDebug(s"Committed $store as version $newVersion (${written.records} changes, " +
         s"${written.bytes} bytes, $millis ms)")
-      CommitStats(written.bytes, written.records, millis, store.snapshotOnCommit,
-        state.takeBatchCounters(), liveFigures(state))
+      stats
     }
     store.committed(newVersion, stats)
     if (conf.reportCommits) SpillStoreSparkLine.reportCommit(storeId, hadoopConf, newVersion)
@@ -363,8 +394,9 @@ class SpillStoreProvider extends SparkLineProvider with Logging {
   /** Spark 4.3 calls this and the next from two pools; older lines through doMaintenance. */
   private[spillstore] def snapshotMaintenance(): Unit = snapshot(None)
 
-  private[spillstore] def cleanupMaintenance(): Unit = withFileMaintenance {
-    cleaner.cleanup(conf.minVersionsToRetain)
+  private[spillstore] def cleanupMaintenance(): Unit = {
+    if (state != null) synchronized(reclaimDoomed())
+    withFileMaintenance(cleaner.cleanup(conf.minVersionsToRetain))
   }
 
   /** Snapshots `version`, or (None) the newest version if enough journals piled up. */
@@ -384,8 +416,9 @@ class SpillStoreProvider extends SparkLineProvider with Logging {
   }
 
   /**
-   * Spark's unload: frees the live state now, or, if a task still owns it, leaves it to that
-   * task to free between its calls (its next call throws).
+   * Spark's unload: frees the live state now, or, if a holder still has it, leaves it to that
+   * holder to free between its calls (its next call throws) or at its end; a doomed state
+   * whose holder is already gone is freed here.
    */
   override def close(): Unit = if (state != null) synchronized {
     // Spark may unload a provider more than once; figures as last published (a task may own it)
@@ -393,8 +426,9 @@ class SpillStoreProvider extends SparkLineProvider with Logging {
       s"${state.heapEntries} entries on the heap, ${state.spilledBytes} bytes in the cold tier)")
     invalidateWriter()
     loadedVersion = -1
-    state.close()
-    memory.unregister(state)
+    state.close() // frees it now, or dooms it: then its holder frees it, or maintenance
+    if (!state.isFreed && !doomed.contains(state)) doomed ::= state
+    reclaimDoomed()
   }
 
   override def supportedCustomMetrics: Seq[StateStoreCustomMetric] = SpillStoreMetrics.all

@@ -61,7 +61,8 @@ final class TieredState(
     onGrowth: TieredState => Unit,
     reportEveryBytes: Long = TieredState.ReportEveryBytes,
     coldFilterMaxBytes: Long = ColdKeyFilter.MaxBytes,
-    openCold: (File, String) => ColdTier = ColdTier.create) extends Spillable with Logging {
+    openCold: (File, String) => ColdTier = ColdTier.create,
+    onFreed: TieredState => Unit = _ => ()) extends Spillable with Logging {
   import TieredState._
 
   private val lock = new ReentrantLock()
@@ -70,6 +71,7 @@ final class TieredState(
   /** While doomed: the lease whose holder frees the state. Under `lock`. */
   private var doomedBy: Lease = _
   @volatile private var closed = false
+  @volatile private var freed = false
 
   val heap = new HeapTier(prefixIndex.getOrElse(HeapTier.NoListener))
   private val coldKeys: ColdKeys =
@@ -146,12 +148,16 @@ final class TieredState(
   /** The current lease; null when idle or closed, [[Lease.Gone]] when doomed. */
   def currentLease: Lease = lease
 
-  /** Gives the idle state to a new lease for `holder` (a task attempt, or -1 outside a task). */
-  def acquire(holder: String, taskAttemptId: Long): Lease = locked {
+  /**
+   * Gives the idle state to a new lease for `holder` (a task attempt, or -1 outside a task);
+   * `holderGone` tells when the holder can make no call any more (see [[freeIfAbandoned]]).
+   */
+  def acquire(holder: String, taskAttemptId: Long,
+      holderGone: () => Boolean = () => false): Lease = locked {
     if (closed || lease != null) {
       throw new IllegalStateException(s"$holder cannot acquire $this: it is $phase")
     }
-    val l = new Lease(holder, taskAttemptId, this)
+    val l = new Lease(holder, taskAttemptId, this, holderGone)
     lease = l
     lastUsed = System.nanoTime()
     l
@@ -183,12 +189,12 @@ final class TieredState(
     if (l == null || (lease ne l)) { freeIfDoomedBy(l); false }
     else {
       closeScans()
-      try enforceOnRelease(reason) finally locked {
+      try settle(reason) finally locked {
         if (lease eq l) { // else revoked or unloaded meanwhile: doomed, freed below
+          publishCounters()
           l.endedBy = reason
           lease = null
           lastUsed = System.nanoTime()
-          publishCounters()
         }
       }
       freeIfDoomedBy(l)
@@ -201,11 +207,13 @@ final class TieredState(
   }
 
   /**
-   * The growth hook as the owner lets go. Its batch has ended (committed or aborted), so an
-   * eviction that fails here (the cold tier's disk) must not fail the commit or abort that
-   * ended it: it is logged, and the next growth report or relief round tries again.
+   * The growth hook once the owner's batch has ended (committed or aborted), before it lets go
+   * (and before a commit reads the figures it reports, so that they count what the batch's end
+   * made room for). An eviction that fails here (the cold tier's disk) must not fail the commit
+   * or abort that ended the batch: it is logged, and the next growth report or relief round
+   * tries again.
    */
-  private def enforceOnRelease(reason: String): Unit =
+  def settle(reason: String): Unit =
     try onGrowth(this) catch {
       case NonFatal(e) =>
         logWarning(s"$this could not evict on release ($reason); the next batch or relief " +
@@ -214,11 +222,22 @@ final class TieredState(
 
   /** Frees the state if it is doomed and `l` was its owner; on `l`'s holder's thread. */
   def freeIfDoomedBy(l: Lease): Unit = if (l != null) locked {
-    if (doomedBy eq l) {
-      doomedBy = null
-      lease = null
-      free()
-    }
+    if (doomedBy eq l) freeDoomed()
+  }
+
+  /**
+   * Frees a doomed state whose former owner can make no call any more (its task ended, or the
+   * thread that opened it outside a task died) without having freed it; on any thread.
+   * Returns whether it did.
+   */
+  def freeIfAbandoned(): Boolean = locked {
+    doomedBy != null && doomedBy.holderGone() && { freeDoomed(); true }
+  }
+
+  private def freeDoomed(): Unit = {
+    doomedBy = null
+    lease = null
+    free()
   }
 
   /**
@@ -236,6 +255,9 @@ final class TieredState(
   /** Whether the state was unloaded (closed for new leases), freed or not yet. */
   def isClosed: Boolean = closed
 
+  /** Whether its memory was given back (closed, and no owner left to free it). */
+  def isFreed: Boolean = freed
+
   private def free(): Unit = {
     closed = true
     closeScans()
@@ -243,6 +265,8 @@ final class TieredState(
     closeCold()
     publish()
     publishCounters()
+    freed = true
+    onFreed(this)
   }
 
   /**
@@ -738,7 +762,7 @@ final class TieredState(
  * write stores a task opens on a provider share it. `taskAttemptId` is -1 outside a task.
  */
 final class Lease private[tiered] (val holder: String, val taskAttemptId: Long,
-    val state: TieredState) {
+    val state: TieredState, private[tiered] val holderGone: () => Boolean) {
   /** Why the lease ended, once it has; for error messages. */
   @volatile private[spillstore] var endedBy: String = _
 
@@ -747,7 +771,8 @@ final class Lease private[tiered] (val holder: String, val taskAttemptId: Long,
 
 object Lease {
   /** The lease of a doomed state: nobody's; see [[TieredState]]'s ownership table. */
-  private[tiered] val Gone = new Lease("nobody (the state was unloaded or taken over)", -1, null)
+  private[tiered] val Gone =
+    new Lease("nobody (the state was unloaded or taken over)", -1, null, () => true)
 }
 
 /** Counts of lookups and tier movements; see [[TieredState.batchCounters]]. */

@@ -1,0 +1,133 @@
+package spillstore.faults
+
+import java.io.File
+import java.util.UUID
+import java.util.concurrent.{ConcurrentLinkedQueue, CountDownLatch, TimeUnit}
+
+import org.scalatest.funsuite.AnyFunSuite
+
+import org.apache.spark.TestTasks
+import org.apache.spark.sql.catalyst.expressions.{GenericInternalRow, UnsafeProjection}
+import org.apache.spark.sql.execution.streaming.state.{PrefixKeyScanStateEncoderSpec, ReadStateStore, StateStore}
+import org.apache.spark.sql.types.{LongType, StringType, StructField, StructType}
+import org.apache.spark.unsafe.types.UTF8String
+
+import spillstore.SpillStoreProviderSuite._
+import spillstore.cold.{ColdTier, LocalDirs}
+
+/**
+ * A takeover leaves two live states of one provider: the doomed one (the older attempt's call
+ * may still be in flight) and its successor. They share nothing mutable; the doomed one is
+ * freed by its holder, or by maintenance once that holder is gone, and counts in the memory
+ * budget until then. A commit reads the figures it reports while it still owns the state.
+ */
+class DoomedStateSuite extends AnyFunSuite {
+
+  private def fill(s: StateStore, keys: Range): Unit = keys.foreach(i => s.put(key(i), value(i)))
+
+  /** Runs `body` on a new thread and waits for it (the thread has ended on return). */
+  private def onThread[T](body: => T): T = {
+    var result: Either[Throwable, T] = null
+    val t = new Thread(() => result = try Right(body) catch { case e: Throwable => Left(e) })
+    t.start()
+    t.join(60000)
+    assert(!t.isAlive, "thread did not finish")
+    result.fold(e => throw e, identity)
+  }
+
+  test("the doomed state's end leaves its successor's prefix scans whole") {
+    val schema = StructType(Seq(StructField("session", StringType), StructField("start", LongType)))
+    val proj = UnsafeProjection.create(schema)
+    def k(s: String, t: Long) = proj(new GenericInternalRow(Array[Any](UTF8String.fromString(s), t))).copy()
+    val prefixProj = UnsafeProjection.create(StructType(schema.take(1)))
+    def prefix(s: String) = prefixProj(new GenericInternalRow(Array[Any](UTF8String.fromString(s)))).copy()
+    def scan(store: ReadStateStore, s: String) = store.prefixScan(prefix(s)).map(_.key.getLong(1)).toSet
+    withProvider(keySchema = schema, spec = PrefixKeyScanStateEncoderSpec(schema, 1)) { (p, _) =>
+      TestTasks.run(1) { _ =>
+        val s = p.getStore(0)
+        for (g <- Seq("a", "b"); t <- 1L to 3L) s.put(k(g, t), value(t))
+        s.commit()
+      }
+      val zombieOpened = new CountDownLatch(1)
+      val takenOver = new CountDownLatch(1)
+      val zombie = new Thread(() => TestTasks.run(2) { _ =>
+        val z = p.getStore(1)
+        z.put(k("a", 7), value(7))
+        zombieOpened.countDown()
+        takenOver.await(60, TimeUnit.SECONDS)
+      }) // its task ends here and frees the doomed state
+      zombie.start()
+      assert(zombieOpened.await(60, TimeUnit.SECONDS))
+      TestTasks.run(3) { _ =>
+        val s = p.getStore(1)
+        takenOver.countDown()
+        zombie.join(60000)
+        assert(!zombie.isAlive)
+        assert(scan(s, "a") === Set(1L, 2L, 3L))
+        assert(scan(s, "b") === Set(1L, 2L, 3L))
+        s.put(k("b", 4), value(4))
+        assert(scan(s, "b") === Set(1L, 2L, 3L, 4L))
+        s.commit()
+      }
+    }
+  }
+
+  test("a doomed state whose holder is gone is freed by maintenance, and counted until then") {
+    val opened = new ConcurrentLinkedQueue[File]()
+    val recorded = (parent: File, name: String) => {
+      val tier = ColdTier.create(parent, name)
+      opened.add(tier.dir)
+      tier
+    }
+    withProvider(sqlConf = budgetConf("256k"), coldTiers = recorded) { (p, dir) =>
+      TestTasks.run(1) { _ => val s = p.getStore(0); fill(s, 0 until 2000); s.commit() }
+      assert(opened.isEmpty, "version 1 spilled: the test cannot tell whose cold tier is whose")
+      // Opened outside a task (no completion listener) on a thread that ends without ending
+      // its store; it grows past the budget, so it has a cold tier.
+      onThread { val s = p.getStore(1); fill(s, 100000 until 110000) }
+      val abandoned = p.state
+      val abandonedTier = opened.peek()
+      assert(abandoned.coldKeyCount > 0 && abandonedTier != null, "nothing spilled: moot")
+      val abandonedBytes = abandoned.heapBytes
+      assert(abandonedBytes > 0)
+      TestTasks.run(2) { _ =>
+        val s = p.getStore(1) // takes over: the abandoned state is doomed
+        assert(p.state ne abandoned)
+        assert(contents(s) === (0L until 2000L).map(i => i -> i).toMap)
+        s.abort()
+      }
+      val countedWhileDoomed = p.memory.totalHeapBytes
+      assert(abandonedTier.isDirectory, "the doomed state was freed before maintenance")
+      p.doMaintenance()
+      assert(!abandonedTier.exists, "maintenance left the abandoned state's cold tier behind")
+      assert(countedWhileDoomed - p.memory.totalHeapBytes >= abandonedBytes / 2,
+        "the doomed state was not counted in the budget until it was freed")
+      assert(readAll(dir, 1) === (0L until 2000L).map(i => i -> i).toMap)
+    }
+  }
+
+  test("a commit reads its figures (the cold tier's size) while its lease owns the state") {
+    val unowned = new ConcurrentLinkedQueue[String]()
+    @volatile var provider: spillstore.SpillStoreProvider = null
+    val watched = (parent: File, name: String) =>
+      new ColdTier(new File(LocalDirs.jvmDirUnder(parent), s"$name-${UUID.randomUUID()}")) {
+        override def approximateBytes: Long = {
+          // Relief rounds read it under the state's lock on their own threads; none run here.
+          if (provider.state.currentLease == null) {
+            unowned.add(Thread.currentThread().getStackTrace.take(12).mkString("\n  "))
+          }
+          super.approximateBytes
+        }
+      }
+    withProvider(sqlConf = budgetConf("64k"), coldTiers = watched) { (p, _) =>
+      provider = p
+      for (v <- 0 until 3) TestTasks.run(v + 1) { _ =>
+        val s = p.getStore(v)
+        fill(s, v * 3000 until (v + 1) * 3000)
+        s.commit()
+        assert(customMetric(s, "spillstoreColdEntries") > 0)
+      }
+      assert(unowned.isEmpty, s"the cold tier was read with no lease: ${unowned.peek()}")
+    }
+  }
+}
