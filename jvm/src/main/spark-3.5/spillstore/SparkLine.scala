@@ -31,11 +31,27 @@ trait SparkLineProvider extends StateStoreProvider { self: SpillStoreProvider =>
 /**
  * Spark 3.5's store API: no column families, plain iterators (Spark 3.5 does not close them:
  * eviction waits until an iteration is exhausted or its batch ends).
+ *
+ * One task calls its store from two threads on 3.5: `applyInPandasWithState` reads state
+ * (`get`, and the iteration of timed-out state) in the input iterator, which the Python
+ * runner's writer thread consumes, while the task thread writes (`put`, `remove`) and commits
+ * (the single-threaded runner came in 4.0, SPARK-44705). So every call, and each step of an
+ * iteration, holds the provider's monitor, which its opens, commits, aborts and task ends
+ * also hold: the live state sees one call at a time, each seeing what the previous one did.
+ * The 4.x adapters, whose calls come from the task thread alone, take no lock.
  */
 trait SparkLineStore extends StateStore { self: SpillStateStore =>
-  override def get(key: UnsafeRow): UnsafeRow = getValue(key)
-  override def put(key: UnsafeRow, value: UnsafeRow): Unit = putValue(key, value)
-  override def remove(key: UnsafeRow): Unit = removeKey(key)
-  override def iterator(): Iterator[UnsafeRowPair] = allPairs()._1
-  override def prefixScan(prefixKey: UnsafeRow): Iterator[UnsafeRowPair] = prefixPairs(prefixKey)
+  override def get(key: UnsafeRow): UnsafeRow = exclusive(getValue(key))
+  override def put(key: UnsafeRow, value: UnsafeRow): Unit = exclusive(putValue(key, value))
+  override def remove(key: UnsafeRow): Unit = exclusive(removeKey(key))
+  override def iterator(): Iterator[UnsafeRowPair] = exclusive(stepwise(allPairs()._1))
+  override def prefixScan(prefixKey: UnsafeRow): Iterator[UnsafeRowPair] =
+    exclusive(prefixPairs(prefixKey))
+
+  private def exclusive[T](call: => T): T = provider.synchronized(call)
+
+  private def stepwise[T](it: Iterator[T]): Iterator[T] = new Iterator[T] {
+    override def hasNext: Boolean = exclusive(it.hasNext)
+    override def next(): T = exclusive(it.next())
+  }
 }
