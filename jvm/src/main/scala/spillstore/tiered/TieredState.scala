@@ -29,30 +29,34 @@ import spillstore.metrics.ExecutorStats
  * RocksDB holds for it. That keeps journals, the key count and the cold tier exact.
  *
  * == Ownership ==
- * One thread at a time uses the state, and nothing here is synchronized on the way: a get or a
- * put pays no lock. Who that thread is follows a state table. Moves between phases happen under
- * `lock` (taking it publishes everything the previous user wrote to the next); store calls only
- * check, with one volatile read, that their [[Lease]] is still the state's.
+ * One call at a time uses the state, and nothing here is synchronized on the way: a get or a
+ * put pays no lock. Whose call that is follows a state table. Moves between phases happen
+ * under `lock` (taking it publishes everything the previous user wrote to the next); store
+ * calls only check, with one volatile read, that their [[Lease]] is still the state's.
  *
  * {{{
  * phase    | lease | who may use the state (thread)           | moved on by (under `lock`)
  * ---------+-------+------------------------------------------+-------------------------------------
  * idle     | none  | a relief round holding `lock` (any        | a task's open: `acquire` -> owned
  *          |       | thread, only ever `tryLock`): "spilling"  | an unload: `close` -> closed (freed)
- * owned    | L     | L's stores, one call at a time (the task  | L's commit, abort or task end:
- *          |       | thread; loading a version is one of them) |   `release(L)` -> idle
- *          |       | relief rounds do not touch it: they ask   | a newer attempt: `revoke` -> doomed
- *          |       | L to shrink (`requestShrink`)             | an unload: `close` -> doomed
+ * owned    | L     | L's stores, one call at a time: the task  | L's commit, abort or task end:
+ *          |       | thread (loading a version is one call);   |   `release(L)` -> idle
+ *          |       | on Spark 3.5 also the task's Python       | a newer attempt: `revoke` -> doomed
+ *          |       | writer thread, serialized with the task   | an unload: `close` -> doomed
+ *          |       | thread by the 3.5 adapter. Relief rounds  |
+ *          |       | only ask L to shrink (`requestShrink`)    |
  * doomed   | Gone  | still L's call in flight, if any; nobody  | L's holder, on its next call or at
- *          |       | else (the provider moved on to a new      |   its end: `freeIfDoomedBy(L)`
- *          |       | state, or was unloaded)                   |   -> closed (freed)
+ *          |       | else (the provider moved on to a new      |   its end: `freeIfDoomedBy(L)`;
+ *          |       | state, or was unloaded)                   | anyone once L's holder is gone:
+ *          |       |                                           |   `freeIfAbandoned` -> closed (freed)
  * closed   | none  | nobody: every call throws                 | -
  * }}}
  *
- * A doomed state is never freed under a call in flight: only its former owner, between calls,
- * frees it; until then its memory counts for nobody's budget. Any misuse (a call without the
- * lease, a transition from the wrong phase) throws `IllegalStateException` naming the state and
- * its phase.
+ * A doomed state is never freed under a call in flight: its former owner frees it between
+ * calls, or the provider's maintenance or unload once that owner can make no call any more (its
+ * task ended, or the thread that opened it outside a task died). Until then it stays in the
+ * memory budget. Any misuse (a call without the lease, a transition from the wrong phase)
+ * throws `IllegalStateException` naming the state and its phase.
  */
 final class TieredState(
     name: String,
