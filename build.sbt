@@ -12,7 +12,9 @@
 //   jvm/src/main/spark-pre4.3     shared by 3.5 .. 4.2 (custom metrics without isSnapshot)
 // One jar per line: target/spillstore-spark<line>_<scala binary>.jar.
 // Tests: jvm/src/test/scala holds the version-free unit suites, run on the default line (4.3);
-// jvm/src/test/spark-<dir> hold Spark's StateStoreSuiteBase run per line (its testDirs).
+// jvm/src/test/spark-<dir> hold Spark's StateStoreSuiteBase run per line (its testDirs);
+// jvm/src/test/two-threads what the lines where one task can call its store from two threads
+// run (3.5; 4.3 with pipelined Python runners).
 //
 // Spark is never packaged (Provided). 3.5, 4.0, 4.1 and 4.2 come from the Maven repository at
 // each line's own version. Spark 4.3.0 is not on the Maven repository this project can reach,
@@ -26,7 +28,7 @@ val sparkTestJarsVersion = "4.2.0"
 
 val lines = Map(
   "3.5" -> SparkLine("3.5", Some("3.5.9"), "2.12.18",
-    Seq("spark-3.5", "spark-pre4.1", "spark-pre4.2", "spark-pre4.3"), testDirs = Seq("spark-3.5")),
+    Seq("spark-3.5", "spark-pre4.1", "spark-pre4.2", "spark-pre4.3"), testDirs = Seq("spark-3.5", "two-threads")),
   "4.0" -> SparkLine("4.0", Some("4.0.4"), "2.13.16",
     Seq("spark-4.x", "spark-4.0", "spark-pre4.1", "spark-pre4.2", "spark-pre4.3"),
     testDirs = Seq("spark-4.x", "spark-4.0")),
@@ -37,7 +39,7 @@ val lines = Map(
     Seq("spark-4.x", "spark-4.1+", "spark-4.2+", "spark-4.2", "spark-pre4.3"),
     testDirs = Seq("spark-4.x", "spark-4.1+", "spark-4.2")),
   "4.3" -> SparkLine("4.3", None, "2.13.18", Seq("spark-4.x", "spark-4.1+", "spark-4.2+", "spark-4.3"),
-    testDirs = Seq("spark-4.x", "spark-4.1+", "spark-4.3")))
+    testDirs = Seq("spark-4.x", "spark-4.1+", "spark-4.3", "two-threads")))
 
 def pysparkJarsDir(root: File): File = {
   val fromEnv = sys.env.get("SPILLSTORE_SPARK_JARS").map(new File(_))

@@ -33,25 +33,18 @@ trait SparkLineProvider extends StateStoreProvider { self: SpillStoreProvider =>
  * eviction waits until an iteration is exhausted or its batch ends).
  *
  * One task calls its store from two threads on 3.5: `applyInPandasWithState` reads state
- * (`get`, and the iteration of timed-out state) in the input iterator, which the Python
+ * (`get`, and the iteration over timed-out state) in the input iterator, which the Python
  * runner's writer thread consumes, while the task thread writes (`put`, `remove`) and commits
  * (the single-threaded runner came in 4.0, SPARK-44705). So every call, and each step of an
- * iteration, holds the provider's monitor, which its opens, commits, aborts and task ends
- * also hold: the live state sees one call at a time, each seeing what the previous one did.
- * The 4.x adapters, whose calls come from the task thread alone, take no lock.
+ * iteration, holds the provider's monitor ([[SerializedCalls]]).
  */
 trait SparkLineStore extends StateStore { self: SpillStateStore =>
-  override def get(key: UnsafeRow): UnsafeRow = exclusive(getValue(key))
-  override def put(key: UnsafeRow, value: UnsafeRow): Unit = exclusive(putValue(key, value))
-  override def remove(key: UnsafeRow): Unit = exclusive(removeKey(key))
-  override def iterator(): Iterator[UnsafeRowPair] = exclusive(stepwise(allPairs()._1))
+  override def get(key: UnsafeRow): UnsafeRow = provider.synchronized(getValue(key))
+  override def put(key: UnsafeRow, value: UnsafeRow): Unit =
+    provider.synchronized(putValue(key, value))
+  override def remove(key: UnsafeRow): Unit = provider.synchronized(removeKey(key))
+  override def iterator(): Iterator[UnsafeRowPair] =
+    provider.synchronized(SerializedCalls.stepwise(provider, allPairs()._1))
   override def prefixScan(prefixKey: UnsafeRow): Iterator[UnsafeRowPair] =
-    exclusive(prefixPairs(prefixKey))
-
-  private def exclusive[T](call: => T): T = provider.synchronized(call)
-
-  private def stepwise[T](it: Iterator[T]): Iterator[T] = new Iterator[T] {
-    override def hasNext: Boolean = exclusive(it.hasNext)
-    override def next(): T = exclusive(it.next())
-  }
+    provider.synchronized(prefixPairs(prefixKey))
 }
