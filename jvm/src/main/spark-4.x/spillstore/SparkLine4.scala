@@ -27,6 +27,7 @@ trait SparkLine4Provider extends StateStoreProvider { self: SpillStoreProvider =
     if (storeConfs.enableStateStoreCheckpointIds) {
       reject(stateStoreId, "spark.sql.streaming.stateStore.checkpointFormatVersion=2; set it to 1")
     }
+    refuseLineConfs(stateStoreId, storeConfs)
     val prefixKeyColumns = keyStateEncoderSpec match {
       case _: NoPrefixKeyStateEncoderSpec => None
       case p: PrefixKeyScanStateEncoderSpec => Some(p.numColsPrefixKey)
@@ -37,6 +38,9 @@ trait SparkLine4Provider extends StateStoreProvider { self: SpillStoreProvider =
 
   override def getReadStore(version: Long, uniqueId: Option[String]): ReadStateStore =
     open(version, writable = false, forceSnapshotOnCommit = false, upgrading = null)
+
+  /** Refuses what a later line's confs ask a provider to write that spillstore does not. */
+  protected def refuseLineConfs(stateStoreId: StateStoreId, storeConfs: StateStoreConf): Unit = ()
 }
 
 /**

@@ -245,6 +245,10 @@ class SpillStoreProviderSuite extends AnyFunSuite {
     v2.setConfString("spark.sql.streaming.stateStore.checkpointFormatVersion", "2")
     assert(intercept[UnsupportedOperationException](init(sqlConf = v2)).getMessage
       .contains("checkpointFormatVersion=2"))
+    val rowChecksums = new SQLConf
+    rowChecksums.setConfString("spark.sql.streaming.stateStore.rowChecksum.enabled", "true")
+    assert(intercept[UnsupportedOperationException](init(sqlConf = rowChecksums)).getMessage
+      .contains("spark.sql.streaming.stateStore.rowChecksum.enabled=true"))
     val p = init()
     try assert(intercept[UnsupportedOperationException](p.getStore(0, None, false, loadEmpty = true))
       .getMessage.contains("loadEmpty"))
