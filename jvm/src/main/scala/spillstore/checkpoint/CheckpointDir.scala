@@ -3,6 +3,7 @@ package spillstore.checkpoint
 import java.io.{Closeable, FileNotFoundException}
 import java.util.concurrent.atomic.AtomicLong
 
+import scala.collection.mutable.ArrayBuffer
 import scala.util.control.NonFatal
 
 import org.apache.hadoop.conf.Configuration
@@ -81,7 +82,7 @@ final class CheckpointDir(
 
   private val repaired = new AtomicLong
 
-  /** Snapshots found corrupt and worked around since the last call. */
+  /** Corrupt snapshots rebuilt around (from an older base) since the last call. */
   def takeRepairedSnapshots(): Long = repaired.getAndSet(0)
 
   /**
@@ -90,10 +91,13 @@ final class CheckpointDir(
    * base and a reader of the base snapshot (not called for base 0).
    *
    * A snapshot is a cache of its journals; a journal has no other copy. So if the base snapshot
-   * is corrupt (or vanished while being read), it is set aside as `<v>.snapshot.corrupt-<ms>`,
-   * logged, counted, and the next older base is tried; corrupt journals are never skipped.
-   * When no base works, the error names the newest base snapshot. `use` must discard what it
-   * built from a base that fails.
+   * is damaged (or vanished while being read), the next older base is tried; once one works,
+   * each damaged snapshot newer than it is set aside as `<v>.snapshot.corrupt-<ms>`, logged and
+   * counted. A damaged snapshot no other base can replace stays where it is (the error says
+   * so), and corrupt journals are never skipped. Anything else a read throws (an I/O error, a
+   * newer format) propagates as is, leaving every file alone: the
+   * next attempt may succeed. When no base works, the error names the newest base snapshot.
+   * `use` must discard what it built from a base that fails.
    */
   def withNewestGoodBase[T](listing: CheckpointDir.Listing, version: Long)(
       use: (Long, ((Array[Byte], Array[Byte]) => Unit) => Unit) => T): T = {
@@ -101,6 +105,7 @@ final class CheckpointDir(
       .filter(b => listing.missingJournal(b, version).isEmpty)
     var firstError: Throwable = null
     var firstBad: Path = null
+    val damaged = ArrayBuffer.empty[(Path, StateFile.CorruptFileException)]
     val it = bases.iterator
     while (it.hasNext) {
       val base = it.next()
@@ -114,23 +119,36 @@ final class CheckpointDir(
           val f = file(StateFile.Snapshot, base)
           if (firstError == null) { firstError = e; firstBad = f } else firstError.addSuppressed(e)
           e match {
-            case _: StateFile.CorruptFileException =>
-              val aside = setAside(f)
-              repaired.incrementAndGet()
-              logWarning(s"Snapshot $f is corrupt" + aside.fold("")(a => s" (moved to $a)") +
-                s"; rebuilding version $version from an older snapshot and journals: " +
-                e.getMessage)
+            case c: StateFile.CorruptFileException =>
+              damaged += f -> c
+              logWarning(s"Snapshot $f is corrupt; trying to rebuild version $version from an " +
+                s"older snapshot and journals: ${c.getMessage}")
             case _ =>
               logWarning(s"Snapshot $f vanished while being read; trying an older one")
           }
           None
       }
-      if (result.isDefined) return result.get
+      if (result.isDefined) {
+        damaged.foreach { case (f, e) =>
+          val aside = setAside(f)
+          repaired.incrementAndGet()
+          logWarning(s"Rebuilt version $version around corrupt snapshot $f" +
+            aside.fold("")(a => s" (moved to $a)") + s": ${e.getMessage}")
+        }
+        return result.get
+      }
     }
     if (firstError == null) {
       throw new IllegalStateException(s"No base to rebuild version $version in $path from")
     }
-    throw SpillStoreSparkBridge.cannotReadStateFile(firstBad, firstError)
+    val cause = firstError match {
+      case c: StateFile.CorruptFileException => new StateFile.CorruptFileException(
+        s"${c.getMessage}; left in place, because no older snapshot, nor version 0 with " +
+          s"every journal after it, can rebuild version $version (restore the file from a " +
+          "copy, or start the query from a new checkpoint)", c)
+      case e => e
+    }
+    throw SpillStoreSparkBridge.cannotReadStateFile(firstBad, cause)
   }
 
   /** Renames a corrupt file out of the names listing sees; None if that failed. */

@@ -40,7 +40,7 @@ final class Snapshotter(dir: CheckpointDir, spillDir: () => File,
         logWarning(s"Not snapshotting ${dir.path} at version $version: journal $gap is missing")
         None
       case None =>
-        // A corrupt base snapshot is set aside and an older base used (see withNewestGoodBase).
+        // An older base is used around a corrupt one (see withNewestGoodBase).
         val (used, written) = dir.withNewestGoodBase(listing, version) { (base, readBase) =>
           val changes = SortedChanges.squash(dir, base, version, spillDir, maxKeysInMemory,
             maxOpenSources)

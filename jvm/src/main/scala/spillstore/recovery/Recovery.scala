@@ -77,6 +77,8 @@ final class Recovery(dir: CheckpointDir) extends Logging {
   private def applyFile(kind: StateFile.Kind, version: Long,
       apply: (Array[Byte], Array[Byte]) => Unit): Unit =
     try dir.read(kind, version)(apply) catch {
+      // Not the file's fault: its own message says what to do.
+      case e: StateFile.NewerFormatException => throw e
       case NonFatal(e) =>
         throw SpillStoreSparkBridge.cannotReadStateFile(dir.file(kind, version), e)
     }
