@@ -1,6 +1,6 @@
 package spillstore.checkpoint
 
-import java.io.{Closeable, FileNotFoundException}
+import java.io.{Closeable, DataInputStream, EOFException, FileNotFoundException}
 import java.util.concurrent.atomic.AtomicLong
 
 import scala.collection.mutable.ArrayBuffer
@@ -18,7 +18,9 @@ import spillstore.checkpoint.StateFile.Kind
 /**
  * One store's checkpoint directory: `<version>.journal` for every committed version >= 1 and
  * `<version>.snapshot` for the versions maintenance has snapshotted. Files are created
- * atomically (temp file, then rename): see [[AtomicOutput.creator]] for how.
+ * atomically (temp file, then rename): see [[AtomicOutput.creator]] for how. Files of another
+ * provider ([[ForeignFiles]]) are never read, renamed or deleted: listing a directory that
+ * holds them is an error naming them.
  */
 final class CheckpointDir(
     val path: Path, hadoopConf: Configuration, val codec: SpillStoreSparkBridge.Codec) extends Logging {
@@ -68,14 +70,48 @@ final class CheckpointDir(
     }
   }
 
+  /** spillstore's files; throws [[ForeignFiles.ForeignFilesException]] if another provider's
+   *  are there too. */
   def list(): CheckpointDir.Listing = {
     val statuses = try fm.list(path) catch {
       case _: FileNotFoundException => Array.empty[FileStatus]
     }
-    val byKind = statuses.toSeq.flatMap(s => CheckpointDir.parse(s.getPath.getName))
-    CheckpointDir.Listing(
+    val names = statuses.toSeq.map(_.getPath.getName)
+    val byKind = names.flatMap(CheckpointDir.parse)
+    val listing = CheckpointDir.Listing(
       journals = byKind.collect { case (StateFile.Journal, v) => v }.toSet,
       snapshots = byKind.collect { case (StateFile.Snapshot, v) => v }.toSet)
+    val foreign = names.flatMap(n => ForeignFiles.ofName(n).map(new Path(path, n) -> _))
+    if (foreign.nonEmpty) {
+      // Then the `.snapshot` files are likely the other provider's too: a request each, only
+      // on the way to an error.
+      val foreignSnapshots = listing.snapshots.toSeq.flatMap { v =>
+        foreignOwner(StateFile.Snapshot, v).map(file(StateFile.Snapshot, v) -> _)
+      }
+      throw new ForeignFiles.ForeignFilesException(foreign ++ foreignSnapshots)
+    }
+    listing
+  }
+
+  /**
+   * Whether a file starts with spillstore's magic (false: damaged there, or shorter); another
+   * provider's file throws [[ForeignFiles.ForeignFilesException]]. One small read, for
+   * decisions that would otherwise trust a file's name.
+   */
+  def hasOwnMagic(kind: Kind, version: Long): Boolean = {
+    val f = file(kind, version)
+    val magic = readMagic(f)
+    ForeignFiles.ofMagic(magic).foreach(p => throw new ForeignFiles.ForeignFilesException(Seq(f -> p)))
+    magic == StateFile.Magic
+  }
+
+  private def foreignOwner(kind: Kind, version: Long) =
+    ForeignFiles.ofMagic(readMagic(file(kind, version)))
+
+  /** The first four bytes of `f`, big-endian; 0 if it is shorter. */
+  private def readMagic(f: Path): Int = {
+    val in = new DataInputStream(fm.open(f))
+    try in.readInt() catch { case _: EOFException => 0 } finally in.close()
   }
 
   def delete(kind: Kind, version: Long): Unit = fm.delete(file(kind, version))
@@ -95,7 +131,7 @@ final class CheckpointDir(
    * each damaged snapshot newer than it is set aside as `<v>.snapshot.corrupt-<ms>`, logged and
    * counted. A damaged snapshot no other base can replace stays where it is (the error says
    * so), and corrupt journals are never skipped. Anything else a read throws (an I/O error, a
-   * newer format) propagates as is, leaving every file alone: the
+   * newer format, another provider's file) propagates as is, leaving every file alone: the
    * next attempt may succeed. When no base works, the error names the newest base snapshot.
    * `use` must discard what it built from a base that fails.
    */

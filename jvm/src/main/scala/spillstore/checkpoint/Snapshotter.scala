@@ -25,7 +25,11 @@ final class Snapshotter(dir: CheckpointDir, spillDir: () => File,
    * snapshot. Returns the version snapshotted.
    */
   def snapshotIfDue(minDeltas: Int): Option[Long] = {
-    val listing = dir.list()
+    val listing = try dir.list() catch {
+      case e: ForeignFiles.ForeignFilesException =>
+        logWarning(s"Not snapshotting: ${e.getMessage}")
+        return None
+    }
     val latest = listing.journals.reduceOption(_ max _).getOrElse(0L)
     val base = listing.latestSnapshotAtOrBelow(latest)
     if (latest - base >= minDeltas) snapshot(latest, listing) else None

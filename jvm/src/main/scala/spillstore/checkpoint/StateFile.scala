@@ -6,6 +6,8 @@ import java.util.zip.CRC32C
 
 import scala.util.control.NonFatal
 
+import org.apache.hadoop.fs.Path
+
 import org.apache.spark.sql.execution.streaming.state.SpillStoreSparkBridge
 
 /**
@@ -28,8 +30,8 @@ import org.apache.spark.sql.execution.streaming.state.SpillStoreSparkBridge
  *
  * A reader tells three failures apart, because callers treat them differently: damage (a
  * [[CorruptFileException]]: a magic, length, checksum or footer mismatch, an undecodable body,
- * a truncated file), a file this build cannot read but that is not damaged (a newer format),
- * and an error of the file system (any exception the underlying
+ * a truncated file), a file this build cannot read but that is not damaged (a newer format,
+ * another provider's file), and an error of the file system (any exception the underlying
  * stream throws, e.g. an `InterruptedIOException` when a task is cancelled), which is
  * rethrown as is: the file may be fine and the next attempt may read it.
  */
@@ -266,7 +268,13 @@ object StateFile {
 
     private def readHeader(): (Int, String) = try {
       val magic = header.readInt()
-      if (magic != Magic) corrupt(f"not a spillstore file (magic 0x$magic%08x)")
+      if (magic != Magic) {
+        ForeignFiles.ofMagic(magic).foreach { provider =>
+          throw new ForeignFiles.ForeignFilesException(
+            Seq(new Path(fileName) -> provider))
+        }
+        corrupt(f"not a spillstore file (magic 0x$magic%08x)")
+      }
       val format = header.readInt()
       if (format > FormatVersion && format <= NewestPlausibleFormat) {
         throw new NewerFormatException(s"$fileName is written in spillstore file format " +
