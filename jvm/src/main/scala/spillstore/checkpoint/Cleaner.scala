@@ -7,9 +7,10 @@ import org.apache.spark.internal.Logging
  * `spark.sql.streaming.minBatchesToRetain`: the newest `minVersionsToRetain` versions stay
  * loadable, so everything older than the newest snapshot at or below that horizon goes.
  *
- * That snapshot's header is read first: kept from by name alone, another provider's file or a
- * damaged one would cost the journals that are the only way back. A directory holding another
- * provider's files is left alone (loading it is the error that names them).
+ * Before anything is deleted, that snapshot's header is read (one small request): kept from by
+ * name alone, another provider's file or a damaged one would cost the journals that are the
+ * only way back. A directory holding another provider's files is left alone (loading it is the
+ * error that names them).
  */
 final class Cleaner(dir: CheckpointDir) extends Logging {
 
@@ -20,18 +21,17 @@ final class Cleaner(dir: CheckpointDir) extends Logging {
     if (horizon <= 0) return 0
     val keepFrom = listing.latestSnapshotAtOrBelow(horizon)
     if (keepFrom == 0) return 0
+    val doomed =
+      listing.journals.filter(_ < keepFrom).toSeq.map(StateFile.Journal -> _) ++
+        listing.snapshots.filter(_ < keepFrom).toSeq.map(StateFile.Snapshot -> _)
+    if (doomed.isEmpty) return 0
     if (!dir.hasOwnMagic(StateFile.Snapshot, keepFrom)) {
       logWarning(s"Not cleaning up ${dir.path}: snapshot $keepFrom, which the retained " +
         "versions would be kept from, is damaged; the next load rebuilds around it")
       return 0
     }
-    val doomed =
-      listing.journals.filter(_ < keepFrom).toSeq.map(StateFile.Journal -> _) ++
-        listing.snapshots.filter(_ < keepFrom).toSeq.map(StateFile.Snapshot -> _)
     doomed.sortBy(_._2).foreach { case (kind, v) => dir.delete(kind, v) }
-    if (doomed.nonEmpty) {
-      logInfo(s"Deleted ${doomed.size} files older than version $keepFrom from ${dir.path}")
-    }
+    logInfo(s"Deleted ${doomed.size} files older than version $keepFrom from ${dir.path}")
     doomed.size
   } catch {
     case e: ForeignFiles.ForeignFilesException =>
