@@ -1,8 +1,9 @@
 package spillstore.checkpoint
 
-import java.io.{Closeable, FileNotFoundException}
+import java.io.{Closeable, DataInputStream, EOFException, FileNotFoundException}
 import java.util.concurrent.atomic.AtomicLong
 
+import scala.collection.mutable.ArrayBuffer
 import scala.util.control.NonFatal
 
 import org.apache.hadoop.conf.Configuration
@@ -17,7 +18,9 @@ import spillstore.checkpoint.StateFile.Kind
 /**
  * One store's checkpoint directory: `<version>.journal` for every committed version >= 1 and
  * `<version>.snapshot` for the versions maintenance has snapshotted. Files are created
- * atomically (temp file, then rename): see [[AtomicOutput.creator]] for how.
+ * atomically (temp file, then rename): see [[AtomicOutput.creator]] for how. Files of another
+ * provider ([[ForeignFiles]]) are never read, renamed or deleted: listing a directory that
+ * holds them is an error naming them.
  */
 final class CheckpointDir(
     val path: Path, hadoopConf: Configuration, val codec: SpillStoreSparkBridge.Codec) extends Logging {
@@ -67,21 +70,55 @@ final class CheckpointDir(
     }
   }
 
+  /** spillstore's files; throws [[ForeignFiles.ForeignFilesException]] if another provider's
+   *  are there too. */
   def list(): CheckpointDir.Listing = {
     val statuses = try fm.list(path) catch {
       case _: FileNotFoundException => Array.empty[FileStatus]
     }
-    val byKind = statuses.toSeq.flatMap(s => CheckpointDir.parse(s.getPath.getName))
-    CheckpointDir.Listing(
+    val names = statuses.toSeq.map(_.getPath.getName)
+    val byKind = names.flatMap(CheckpointDir.parse)
+    val listing = CheckpointDir.Listing(
       journals = byKind.collect { case (StateFile.Journal, v) => v }.toSet,
       snapshots = byKind.collect { case (StateFile.Snapshot, v) => v }.toSet)
+    val foreign = names.flatMap(n => ForeignFiles.ofName(n).map(new Path(path, n) -> _))
+    if (foreign.nonEmpty) {
+      // Then the `.snapshot` files are likely the other provider's too: a request each, only
+      // on the way to an error.
+      val foreignSnapshots = listing.snapshots.toSeq.flatMap { v =>
+        foreignOwner(StateFile.Snapshot, v).map(file(StateFile.Snapshot, v) -> _)
+      }
+      throw new ForeignFiles.ForeignFilesException(foreign ++ foreignSnapshots)
+    }
+    listing
+  }
+
+  /**
+   * Whether a file starts with spillstore's magic (false: damaged there, or shorter); another
+   * provider's file throws [[ForeignFiles.ForeignFilesException]]. One small read, for
+   * decisions that would otherwise trust a file's name.
+   */
+  def hasOwnMagic(kind: Kind, version: Long): Boolean = {
+    val f = file(kind, version)
+    val magic = readMagic(f)
+    ForeignFiles.ofMagic(magic).foreach(p => throw new ForeignFiles.ForeignFilesException(Seq(f -> p)))
+    magic == StateFile.Magic
+  }
+
+  private def foreignOwner(kind: Kind, version: Long) =
+    ForeignFiles.ofMagic(readMagic(file(kind, version)))
+
+  /** The first four bytes of `f`, big-endian; 0 if it is shorter. */
+  private def readMagic(f: Path): Int = {
+    val in = new DataInputStream(fm.open(f))
+    try in.readInt() catch { case _: EOFException => 0 } finally in.close()
   }
 
   def delete(kind: Kind, version: Long): Unit = fm.delete(file(kind, version))
 
   private val repaired = new AtomicLong
 
-  /** Snapshots found corrupt and worked around since the last call. */
+  /** Corrupt snapshots rebuilt around (from an older base) since the last call. */
   def takeRepairedSnapshots(): Long = repaired.getAndSet(0)
 
   /**
@@ -90,10 +127,13 @@ final class CheckpointDir(
    * base and a reader of the base snapshot (not called for base 0).
    *
    * A snapshot is a cache of its journals; a journal has no other copy. So if the base snapshot
-   * is corrupt (or vanished while being read), it is set aside as `<v>.snapshot.corrupt-<ms>`,
-   * logged, counted, and the next older base is tried; corrupt journals are never skipped.
-   * When no base works, the error names the newest base snapshot. `use` must discard what it
-   * built from a base that fails.
+   * is damaged (or vanished while being read), the next older base is tried; once one works,
+   * each damaged snapshot newer than it is set aside as `<v>.snapshot.corrupt-<ms>`, logged and
+   * counted. A damaged snapshot no other base can replace stays where it is (the error says
+   * so), and corrupt journals are never skipped. Anything else a read throws (an I/O error, a
+   * newer format, another provider's file) propagates as is, leaving every file alone: the
+   * next attempt may succeed. When no base works, the error names the newest base snapshot.
+   * `use` must discard what it built from a base that fails.
    */
   def withNewestGoodBase[T](listing: CheckpointDir.Listing, version: Long)(
       use: (Long, ((Array[Byte], Array[Byte]) => Unit) => Unit) => T): T = {
@@ -101,6 +141,7 @@ final class CheckpointDir(
       .filter(b => listing.missingJournal(b, version).isEmpty)
     var firstError: Throwable = null
     var firstBad: Path = null
+    val damaged = ArrayBuffer.empty[(Path, StateFile.CorruptFileException)]
     val it = bases.iterator
     while (it.hasNext) {
       val base = it.next()
@@ -114,23 +155,36 @@ final class CheckpointDir(
           val f = file(StateFile.Snapshot, base)
           if (firstError == null) { firstError = e; firstBad = f } else firstError.addSuppressed(e)
           e match {
-            case _: StateFile.CorruptFileException =>
-              val aside = setAside(f)
-              repaired.incrementAndGet()
-              logWarning(s"Snapshot $f is corrupt" + aside.fold("")(a => s" (moved to $a)") +
-                s"; rebuilding version $version from an older snapshot and journals: " +
-                e.getMessage)
+            case c: StateFile.CorruptFileException =>
+              damaged += f -> c
+              logWarning(s"Snapshot $f is corrupt; trying to rebuild version $version from an " +
+                s"older snapshot and journals: ${c.getMessage}")
             case _ =>
               logWarning(s"Snapshot $f vanished while being read; trying an older one")
           }
           None
       }
-      if (result.isDefined) return result.get
+      if (result.isDefined) {
+        damaged.foreach { case (f, e) =>
+          val aside = setAside(f)
+          repaired.incrementAndGet()
+          logWarning(s"Rebuilt version $version around corrupt snapshot $f" +
+            aside.fold("")(a => s" (moved to $a)") + s": ${e.getMessage}")
+        }
+        return result.get
+      }
     }
     if (firstError == null) {
       throw new IllegalStateException(s"No base to rebuild version $version in $path from")
     }
-    throw SpillStoreSparkBridge.cannotReadStateFile(firstBad, firstError)
+    val cause = firstError match {
+      case c: StateFile.CorruptFileException => new StateFile.CorruptFileException(
+        s"${c.getMessage}; left in place, because no older snapshot, nor version 0 with " +
+          s"every journal after it, can rebuild version $version (restore the file from a " +
+          "copy, or start the query from a new checkpoint)", c)
+      case e => e
+    }
+    throw SpillStoreSparkBridge.cannotReadStateFile(firstBad, cause)
   }
 
   /** Renames a corrupt file out of the names listing sees; None if that failed. */

@@ -6,11 +6,16 @@ import org.apache.spark.internal.Logging
  * Deletes checkpoint files no version within retention needs, as Spark's providers do for
  * `spark.sql.streaming.minBatchesToRetain`: the newest `minVersionsToRetain` versions stay
  * loadable, so everything older than the newest snapshot at or below that horizon goes.
+ *
+ * Before anything is deleted, that snapshot's header is read (one small request): kept from by
+ * name alone, another provider's file or a damaged one would cost the journals that are the
+ * only way back. A directory holding another provider's files is left alone (loading it is the
+ * error that names them).
  */
 final class Cleaner(dir: CheckpointDir) extends Logging {
 
   /** Returns the number of files deleted. */
-  def cleanup(minVersionsToRetain: Int): Int = {
+  def cleanup(minVersionsToRetain: Int): Int = try {
     val listing = dir.list()
     val horizon = listing.latestVersion - minVersionsToRetain
     if (horizon <= 0) return 0
@@ -19,10 +24,18 @@ final class Cleaner(dir: CheckpointDir) extends Logging {
     val doomed =
       listing.journals.filter(_ < keepFrom).toSeq.map(StateFile.Journal -> _) ++
         listing.snapshots.filter(_ < keepFrom).toSeq.map(StateFile.Snapshot -> _)
-    doomed.sortBy(_._2).foreach { case (kind, v) => dir.delete(kind, v) }
-    if (doomed.nonEmpty) {
-      logInfo(s"Deleted ${doomed.size} files older than version $keepFrom from ${dir.path}")
+    if (doomed.isEmpty) return 0
+    if (!dir.hasOwnMagic(StateFile.Snapshot, keepFrom)) {
+      logWarning(s"Not cleaning up ${dir.path}: snapshot $keepFrom, which the retained " +
+        "versions would be kept from, is damaged; the next load rebuilds around it")
+      return 0
     }
+    doomed.sortBy(_._2).foreach { case (kind, v) => dir.delete(kind, v) }
+    logInfo(s"Deleted ${doomed.size} files older than version $keepFrom from ${dir.path}")
     doomed.size
+  } catch {
+    case e: ForeignFiles.ForeignFilesException =>
+      logWarning(s"Not cleaning up: ${e.getMessage}")
+      0
   }
 }

@@ -25,7 +25,11 @@ final class Snapshotter(dir: CheckpointDir, spillDir: () => File,
    * snapshot. Returns the version snapshotted.
    */
   def snapshotIfDue(minDeltas: Int): Option[Long] = {
-    val listing = dir.list()
+    val listing = try dir.list() catch {
+      case e: ForeignFiles.ForeignFilesException =>
+        logWarning(s"Not snapshotting: ${e.getMessage}")
+        return None
+    }
     val latest = listing.journals.reduceOption(_ max _).getOrElse(0L)
     val base = listing.latestSnapshotAtOrBelow(latest)
     if (latest - base >= minDeltas) snapshot(latest, listing) else None
@@ -40,7 +44,7 @@ final class Snapshotter(dir: CheckpointDir, spillDir: () => File,
         logWarning(s"Not snapshotting ${dir.path} at version $version: journal $gap is missing")
         None
       case None =>
-        // A corrupt base snapshot is set aside and an older base used (see withNewestGoodBase).
+        // An older base is used around a corrupt one (see withNewestGoodBase).
         val (used, written) = dir.withNewestGoodBase(listing, version) { (base, readBase) =>
           val changes = SortedChanges.squash(dir, base, version, spillDir, maxKeysInMemory,
             maxOpenSources)

@@ -6,6 +6,8 @@ import java.util.zip.CRC32C
 
 import scala.util.control.NonFatal
 
+import org.apache.hadoop.fs.Path
+
 import org.apache.spark.sql.execution.streaming.state.SpillStoreSparkBridge
 
 /**
@@ -25,6 +27,13 @@ import org.apache.spark.sql.execution.streaming.state.SpillStoreSparkBridge
  * The checksum covers every record's lengths and bytes and the footer pins the file's length,
  * so a truncated or altered file is detected when it is read to its end; files are published
  * atomically, so a reader never sees a half-written one under its final name.
+ *
+ * A reader tells three failures apart, because callers treat them differently: damage (a
+ * [[CorruptFileException]]: a magic, length, checksum or footer mismatch, an undecodable body,
+ * a truncated file), a file this build cannot read but that is not damaged (a newer format,
+ * another provider's file), and an error of the file system (any exception the underlying
+ * stream throws, e.g. an `InterruptedIOException` when a task is cancelled), which is
+ * rethrown as is: the file may be fine and the next attempt may read it.
  */
 object StateFile {
   val Magic: Int = 0x53504c53 // "SPLS"
@@ -39,9 +48,18 @@ object StateFile {
   case object Snapshot extends Kind(2, "snapshot")
   private val kinds = Seq(Journal, Snapshot)
 
-  /** Thrown for any file that is not a complete, valid spillstore file of the expected kind. */
+  /** A damaged file: not a complete, valid spillstore file of the expected kind. */
   final class CorruptFileException(msg: String, cause: Throwable = null)
     extends IOException(msg, cause)
+
+  /** A spillstore file of a format this build does not read: not damage, never set aside. */
+  final class NewerFormatException(msg: String) extends IllegalStateException(msg)
+
+  /**
+   * A format field above this is damage, not a newer spillstore's file: formats are bumped
+   * rarely, and a flipped high bit must still read as damage (a flip to 3 cannot be told apart).
+   */
+  private val NewestPlausibleFormat = 99
 
   /** Where changed entries go: a file being written, or (in tests) a buffer. */
   trait RecordSink {
@@ -151,8 +169,9 @@ object StateFile {
   final class Reader(in: InputStream, fileLength: Long, fileName: String, expectedKind: Kind,
       expectedVersion: Long, codecFor: String => SpillStoreSparkBridge.Codec) {
     if (fileLength < FooterBytes) corrupt(s"file is truncated ($fileLength bytes)")
+    private val source = new SourceStream(in)
     // The codec must not read into the footer, whatever it buffers.
-    private val content = new LimitedStream(in, fileLength - FooterBytes)
+    private val content = new LimitedStream(source, fileLength - FooterBytes)
     private val header = new DataInputStream(content)
     private val (format, codecName) = readHeader()
     /** Whether records come in ascending key order (all but format 1 journals). */
@@ -163,9 +182,8 @@ object StateFile {
       new DataInputStream(
         new BufferedInputStream(codecFor(codecName).decompress(content), 64 * 1024))
     } catch {
-      case e: CorruptFileException => throw e
-      case e: EOFException => corrupt("file is truncated in its compressed header", e)
-      case NonFatal(e) => corrupt(s"cannot decode codec '$codecName' ($e)", e)
+      case NonFatal(e) =>
+        failed(e, " in its compressed header", s"cannot decode codec '$codecName' ($e)")
     }
 
     private val crc = new CRC32C
@@ -216,19 +234,28 @@ object StateFile {
       if (count != records) corrupt(s"trailer says $count records, read $records")
       if (checksum != crc.getValue) corrupt("checksum mismatch")
       if (body.read() != -1) corrupt("unexpected bytes after the trailer")
-      val footer = new DataInputStream(in)
+      val footer = new DataInputStream(source)
       val length = footer.readLong()
       if (length != fileLength - FooterBytes || footer.readInt() != EndMagic) {
         corrupt(s"footer does not match the file's length $fileLength (truncated or appended)")
       }
     }
 
+    // Some codecs report damaged input with unchecked exceptions.
     private def decoding[T](read: => T): T = try read catch {
-      case e: CorruptFileException => throw e
-      case e: EOFException => corrupt("file is truncated", e)
-      case e: IOException => corrupt(s"cannot decode (${e.getMessage})", e)
-      // Some codecs report damaged input with unchecked exceptions.
-      case e: RuntimeException => corrupt(s"cannot decode ($e)", e)
+      case NonFatal(e) => failed(e, "", s"cannot decode ($e)")
+    }
+
+    /**
+     * Classifies a failure while reading: the file system's own error is rethrown as is (the
+     * codec may have wrapped it, or failed on what it left half-read); otherwise an early end
+     * is truncation and anything else damage, described by `what`.
+     */
+    private def failed(e: Throwable, where: String, what: => String): Nothing = e match {
+      case c: CorruptFileException => throw c
+      case _ if source.failure != null => throw source.failure
+      case _: EOFException => corrupt(s"file is truncated$where", e)
+      case _ => corrupt(what, e)
     }
 
     private def readN(n: Int, crc: CRC32C): Array[Byte] = {
@@ -241,12 +268,23 @@ object StateFile {
 
     private def readHeader(): (Int, String) = try {
       val magic = header.readInt()
-      if (magic != Magic) corrupt(f"not a spillstore file (magic 0x$magic%08x)")
+      if (magic != Magic) {
+        ForeignFiles.ofMagic(magic).foreach { provider =>
+          throw new ForeignFiles.ForeignFilesException(
+            Seq(new Path(fileName) -> provider))
+        }
+        corrupt(f"not a spillstore file (magic 0x$magic%08x)")
+      }
       val format = header.readInt()
+      if (format > FormatVersion && format <= NewestPlausibleFormat) {
+        throw new NewerFormatException(s"$fileName is written in spillstore file format " +
+          s"$format, which this spillstore$thisVersion does not read (it reads formats " +
+          s"$OldestReadableFormat to $FormatVersion): a newer spillstore wrote it. Run the " +
+          s"query with a spillstore that reads format $format (the one that wrote it, or " +
+          "later); the file was left as it is")
+      }
       if (format < OldestReadableFormat || format > FormatVersion) {
-        corrupt(s"written in spillstore file format $format; this spillstore reads formats " +
-          s"$OldestReadableFormat to $FormatVersion. Use a spillstore version that writes " +
-          s"format $format")
+        corrupt(s"format version $format is not one spillstore ever wrote")
       }
       val kindId = header.readByte()
       val kind = kinds.find(_.id == kindId).getOrElse(corrupt(s"unknown file kind $kindId"))
@@ -257,13 +295,34 @@ object StateFile {
       }
       (format, header.readUTF())
     } catch {
-      case e: EOFException => corrupt("file is truncated in its header", e)
-      case e: CorruptFileException => throw e
-      case e: IOException => corrupt(s"cannot read its header ($e)", e)
+      // A damaged codec name: UTFDataFormatException.
+      case e: IOException => failed(e, " in its header", s"cannot read its header ($e)")
     }
 
     private def corrupt(what: String, cause: Throwable = null): Nothing =
       throw new CorruptFileException(s"Corrupt spillstore state file $fileName: $what", cause)
+  }
+
+  /** " (<version>)" of this build, when its jar says. */
+  private lazy val thisVersion: String =
+    Option(getClass.getPackage).flatMap(p => Option(p.getImplementationVersion))
+      .fold("")(v => s" ($v)")
+
+  /**
+   * The file system's stream under a reader: remembers the first error it threw, which is never
+   * damage, however the codec above reports it. Never closes `in`.
+   */
+  private final class SourceStream(in: InputStream) extends FilterInputStream(in) {
+    var failure: Throwable = _
+    private def io[T](op: => T): T = try op catch {
+      case NonFatal(e) => if (failure == null) failure = e; throw e
+    }
+    override def read(): Int = io(in.read())
+    override def read(b: Array[Byte], off: Int, len: Int): Int = io(in.read(b, off, len))
+    override def skip(n: Long): Long = io(in.skip(n))
+    override def available(): Int = io(in.available())
+    override def close(): Unit = ()
+    override def markSupported(): Boolean = false
   }
 
   /** Counts bytes and keeps a codec's close() from closing (publishing) the atomic stream. */

@@ -7,7 +7,7 @@ import scala.util.control.NonFatal
 import org.apache.spark.internal.Logging
 import org.apache.spark.sql.execution.streaming.state.SpillStoreSparkBridge
 
-import spillstore.checkpoint.{CheckpointDir, StateFile}
+import spillstore.checkpoint.{CheckpointDir, ForeignFiles, StateFile}
 import spillstore.tiered.TieredState
 
 /**
@@ -77,6 +77,8 @@ final class Recovery(dir: CheckpointDir) extends Logging {
   private def applyFile(kind: StateFile.Kind, version: Long,
       apply: (Array[Byte], Array[Byte]) => Unit): Unit =
     try dir.read(kind, version)(apply) catch {
+      // Not the file's fault: their own messages say what to do.
+      case e @ (_: StateFile.NewerFormatException | _: ForeignFiles.ForeignFilesException) => throw e
       case NonFatal(e) =>
         throw SpillStoreSparkBridge.cannotReadStateFile(dir.file(kind, version), e)
     }

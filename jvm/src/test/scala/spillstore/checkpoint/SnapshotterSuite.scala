@@ -93,10 +93,11 @@ class SnapshotterSuite extends AnyFunSuite {
       def sorted(v: Long): Boolean = { val (r, in) = dir.open(StateFile.Journal, v); in.close(); r.keysSorted }
       assert(!sorted(1) && sorted(2))
       dir.write(StateFile.Journal, 3, format = StateFile.FormatVersion + 1)(_ => ())
-      val e = intercept[StateFile.CorruptFileException](readAll(dir, StateFile.Journal, 3))
+      val e = intercept[StateFile.NewerFormatException](readAll(dir, StateFile.Journal, 3))
       assert(e.getMessage.contains("3.journal") &&
         e.getMessage.contains(s"format ${StateFile.FormatVersion + 1}") &&
-        e.getMessage.contains(s"formats 1 to ${StateFile.FormatVersion}"), e.getMessage)
+        e.getMessage.contains(s"formats 1 to ${StateFile.FormatVersion}") &&
+        e.getMessage.contains("newer spillstore"), e.getMessage)
     }
   }
 }

@@ -1,15 +1,19 @@
 package spillstore.faults
 
-import java.io.File
+import java.io.{File, InterruptedIOException, IOException}
+import java.nio.channels.ClosedByInterruptException
 import java.nio.file.Files
 
-
+import org.apache.hadoop.conf.Configuration
+import org.apache.hadoop.fs.Path
 import org.scalatest.funsuite.AnyFunSuite
 
 import org.apache.spark.SparkException
+import org.apache.spark.sql.execution.streaming.state.SpillStoreSparkBridge
 import org.apache.spark.sql.internal.SQLConf
 
 import spillstore.SpillStoreProvider
+import spillstore.checkpoint.{CheckpointDir, FaultyFileSystem, StateFile}
 import spillstore.SpillStoreProviderSuite._
 
 /**
@@ -52,34 +56,50 @@ class CorruptionRepairSuite extends AnyFunSuite {
       val good = Files.readAllBytes(f.toPath)
       val trials = damages(good, stride = 3)
       var harmless = 0
+      var newer = Seq.empty[String]
       for ((damage, bytes) <- trials) {
         Files.write(f.toPath, bytes)
         withProvider(rootOf(dir)) { (fresh, _) =>
-          val s = withClue(s"$damage: ")(fresh.getStore(10))
-          // Always the exact state: rebuilt around the damage, or (for a bit the codec ignores,
-          // e.g. LZ4's compression-level bits) read as written, records and CRC32C intact.
-          assert(contents(s) === expected(10), damage)
-          val repaired = customMetric(s, "spillstoreSnapshotsRepaired")
-          s.abort()
-          if (repaired == 0) {
-            harmless += 1
-            assert(f.exists() && readAll(dir, 9) === expected(9), damage)
-          } else {
-            assert(repaired === 1, damage)
-            // Set aside under a name listing ignores, kept as evidence; the next load is clean.
-            assert(!f.exists(), damage)
-            assert(new File(dir).list().exists(_.startsWith("9.snapshot.corrupt-")), damage)
-            val again = fresh.getStore(9)
-            assert(contents(again) === expected(9), damage)
-            assert(customMetric(again, "spillstoreSnapshotsRepaired") === 0, damage)
-            again.abort()
+          val opened = try Right(fresh.getStore(10)) catch {
+            case e: StateFile.NewerFormatException => Left(e)
+          }
+          opened match {
+            case Left(e) =>
+              // The format field flipped into a newer spillstore's: refused and left in place,
+              // as a newer file must be; never read as something else.
+              newer :+= damage
+              assert(f.exists() && e.getMessage.contains("9.snapshot"), damage)
+            case Right(s) =>
+              // Always the exact state: rebuilt around the damage, or (for a bit the codec
+              // ignores, e.g. LZ4's compression-level bits) read as written, records and CRC32C
+              // intact.
+              assert(contents(s) === expected(10), damage)
+              val repaired = customMetric(s, "spillstoreSnapshotsRepaired")
+              s.abort()
+              if (repaired == 0) {
+                harmless += 1
+                assert(f.exists() && readAll(dir, 9) === expected(9), damage)
+              } else {
+                assert(repaired === 1, damage)
+                // Set aside under a name listing ignores, kept as evidence; the next load is
+                // clean.
+                assert(!f.exists(), damage)
+                assert(new File(dir).list().exists(_.startsWith("9.snapshot.corrupt-")), damage)
+                val again = fresh.getStore(9)
+                assert(contents(again) === expected(9), damage)
+                assert(customMetric(again, "spillstoreSnapshotsRepaired") === 0, damage)
+                again.abort()
+              }
           }
         }
         clearSetAside(dir)
       }
       assert(harmless < trials.size / 20, s"$harmless of ${trials.size} damages went unnoticed")
-      info(s"${trials.size} damaged copies of 9.snapshot: ${trials.size - harmless} detected " +
-        s"and repaired, $harmless changed no record (codec-ignored bits) and read exactly")
+      // Only format 2 -> 3 (bit 0x01 of its last byte) looks like a newer format.
+      assert(newer === Seq("bit 0x1 flipped at 7 of " + good.length + " bytes"))
+      info(s"${trials.size} damaged copies of 9.snapshot: ${trials.size - harmless - 1} " +
+        s"detected and repaired, $harmless changed no record (codec-ignored bits) and read " +
+        "exactly, 1 (format 2 -> 3) refused as a newer format")
     }
   }
 
@@ -98,19 +118,88 @@ class CorruptionRepairSuite extends AnyFunSuite {
     }
   }
 
-  test("a corrupt snapshot with no older base left is an error naming the snapshot") {
+  test("a corrupt snapshot with no older base left is an error naming it, and stays in place") {
     withHistory { (dir, _) =>
       // As cleanup keeping from snapshot 6 would.
       Seq("1.journal", "2.journal", "3.journal", "3.snapshot", "4.journal", "5.journal", "6.journal")
         .foreach(n => assert(new File(dir, n).delete(), n))
       val f = new File(dir, "6.snapshot")
       val good = Files.readAllBytes(f.toPath)
-      Files.write(f.toPath, good.take(good.length - 1))
-      withProvider(rootOf(dir)) { (fresh, _) =>
-        val e = intercept[SparkException](fresh.getStore(7))
-        assert(e.getCondition === "CANNOT_LOAD_STATE_STORE.CANNOT_READ_STREAMING_STATE_FILE")
-        assert(e.getMessage.contains("6.snapshot"), e.getMessage)
+      val flipped = good.clone()
+      flipped(good.length / 2) = (flipped(good.length / 2) ^ 0x01).toByte
+      for ((damage, bytes) <- Seq("truncated by a byte" -> good.take(good.length - 1),
+          "a body bit flipped" -> flipped)) {
+        Files.write(f.toPath, bytes)
+        withProvider(rootOf(dir)) { (fresh, _) =>
+          // Twice: setting the only base aside would make the next load fail with "no base".
+          for (attempt <- 1 to 2) {
+            val e = intercept[SparkException](fresh.getStore(7))
+            assert(e.getCondition === "CANNOT_LOAD_STATE_STORE.CANNOT_READ_STREAMING_STATE_FILE",
+              s"$damage, attempt $attempt")
+            assert(f.exists(), s"$damage, attempt $attempt: the only base was renamed")
+            assert(new File(dir).list().forall(!_.contains(".corrupt-")), damage)
+            assert(e.getMessage.contains("6.snapshot"), e.getMessage)
+            assert(e.getCause.getMessage.contains("left in place"), s"$damage: ${e.getCause}")
+          }
+        }
       }
+      Files.write(f.toPath, good) // restored from a copy, the version loads again
+      withProvider(rootOf(dir)) { (fresh, _) =>
+        val s = fresh.getStore(7)
+        assert(customMetric(s, "spillstoreSnapshotsRepaired") === 0)
+        s.abort()
+      }
+    }
+  }
+
+  test("an I/O error reading a snapshot is not damage: the load fails, nothing is set aside") {
+    withHistory { (dir, expected) =>
+      val root = FaultyFileSystem.uriOf(rootOf(dir))
+      val f = new File(dir, "9.snapshot")
+      val length = f.length()
+      // In the header, in the compressed body, in the footer; as HDFS and S3 clients fail when
+      // query.stop() interrupts the task reading.
+      val faults = Seq[(Long, () => IOException)](
+        0L -> (() => new InterruptedIOException("interrupted in the header")),
+        40L -> (() => new ClosedByInterruptException),
+        length - 6 -> (() => new InterruptedIOException("interrupted in the footer")))
+      for ((after, fault) <- faults) {
+        val expectedError = fault().getClass
+        FaultyFileSystem.failing("9.snapshot", after, fault) {
+          withProvider(root) { (fresh, _) =>
+            val e = intercept[IOException](fresh.getStore(10))
+            assert(e.getClass === expectedError, s"after $after bytes: $e")
+          }
+        }
+        assert(f.exists() && new File(dir).list().forall(!_.contains(".corrupt-")),
+          s"after $after bytes: ${new File(dir).list().toSeq}")
+        // The fault gone, the next attempt reads the same snapshot: exact, nothing repaired.
+        withProvider(root) { (fresh, _) =>
+          val s = fresh.getStore(10)
+          assert(contents(s) === expected(10))
+          assert(customMetric(s, "spillstoreSnapshotsRepaired") === 0)
+          s.abort()
+        }
+      }
+    }
+  }
+
+  test("a snapshot of a newer file format is an error naming both formats, not damage") {
+    withHistory { (dir, _) =>
+      val f = new File(dir, "9.snapshot")
+      assert(f.delete())
+      val cd = new CheckpointDir(new Path(dir), new Configuration,
+        SpillStoreSparkBridge.compressionCodec("lz4"))
+      cd.write(StateFile.Snapshot, 9, format = StateFile.FormatVersion + 1)(_ => ())
+      withProvider(rootOf(dir)) { (fresh, _) =>
+        val e = intercept[IllegalStateException](fresh.getStore(10))
+        Seq(f.toString, s"file format ${StateFile.FormatVersion + 1}",
+          s"formats 1 to ${StateFile.FormatVersion}", "newer spillstore").foreach { part =>
+          assert(e.getMessage.contains(part), s"'$part' not in: ${e.getMessage}")
+        }
+      }
+      assert(f.exists() && new File(dir).list().forall(!_.contains(".corrupt-")),
+        new File(dir).list().toSeq)
     }
   }
 
@@ -125,14 +214,21 @@ class CorruptionRepairSuite extends AnyFunSuite {
           Files.write(f.toPath, bytes)
           withProvider(rootOf(dir)) { (fresh, _) =>
             // Version v needs journal v after snapshot v-2 or v-1; older bases exist too.
-            val loaded = try Right(contents(fresh.getStore(v))) catch {
-              case e: SparkException => Left(e)
-            }
+            val loaded: Either[Exception, Map[Long, Long]] =
+              try Right(contents(fresh.getStore(v))) catch {
+                case e: SparkException => Left(e)
+                case e: StateFile.NewerFormatException => Left(e)
+              }
             loaded match {
-              case Left(e) =>
+              case Left(e: StateFile.NewerFormatException) =>
+                // Format 2 -> 3: refused as a newer spillstore's file, named, never skipped.
+                assert(damage.startsWith("bit 0x1 flipped at 7 ") &&
+                  e.getMessage.contains(s"$v.journal"), s"$damage: $e")
+              case Left(e: SparkException) =>
                 assert(e.getCondition ===
                   "CANNOT_LOAD_STATE_STORE.CANNOT_READ_STREAMING_STATE_FILE", damage)
                 assert(e.getMessage.contains(s"$v.journal"), s"$damage: ${e.getMessage}")
+              case Left(e) => throw e
               case Right(state) =>
                 // Only a bit no record depends on (LZ4's compression-level bits): exact state.
                 harmless += 1

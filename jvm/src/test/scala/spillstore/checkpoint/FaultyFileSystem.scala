@@ -1,0 +1,62 @@
+package spillstore.checkpoint
+
+import java.io.IOException
+import java.net.URI
+
+import org.apache.hadoop.fs.{FSDataInputStream, FSInputStream, Path, RawLocalFileSystem}
+
+/**
+ * The local file system under the scheme `faulty:` (registered for tests through
+ * META-INF/services), whose reads of one named file fail with a given I/O error while a test
+ * arms it: a real Hadoop file system failing as HDFS or S3 do when a task is interrupted.
+ */
+class FaultyFileSystem extends RawLocalFileSystem {
+  override def getUri: URI = URI.create("faulty:///")
+  override def getScheme: String = "faulty"
+
+  override def open(f: Path, bufferSize: Int): FSDataInputStream = {
+    val in = super.open(f, bufferSize)
+    FaultyFileSystem.fault.filter(_.fileName == f.getName) match {
+      case Some(fault) => new FSDataInputStream(new FaultyFileSystem.FailingStream(in, fault))
+      case None => in
+    }
+  }
+}
+
+/**
+ * State: `fault`, owned by the test thread that calls `failing` (set for its body, cleared
+ * after); file system threads only read it.
+ */
+object FaultyFileSystem {
+  final case class Fault(fileName: String, afterBytes: Long, error: () => IOException)
+
+  @volatile private var fault: Option[Fault] = None
+
+  /** Runs `body` with reads of `fileName` failing with `error` after `afterBytes` bytes. */
+  def failing[T](fileName: String, afterBytes: Long, error: () => IOException)(body: => T): T = {
+    if (fault.isDefined) throw new IllegalStateException(s"FaultyFileSystem: already armed ($fault)")
+    fault = Some(Fault(fileName, afterBytes, error))
+    try body finally fault = None
+  }
+
+  /** The checkpoint root `dir` (a local path) seen through this file system. */
+  def uriOf(dir: String): String = s"faulty://${new java.io.File(dir).getAbsolutePath}"
+
+  private final class FailingStream(in: FSDataInputStream, fault: Fault) extends FSInputStream {
+    private var done = 0L // bytes returned so far; the read after `afterBytes` fails
+    override def read(): Int = {
+      if (done >= fault.afterBytes) throw fault.error()
+      val b = in.read(); if (b >= 0) done += 1; b
+    }
+    override def read(b: Array[Byte], off: Int, len: Int): Int = {
+      if (done >= fault.afterBytes) throw fault.error()
+      val n = in.read(b, off, math.min(len.toLong, fault.afterBytes - done).toInt)
+      if (n > 0) done += n
+      n
+    }
+    override def seek(pos: Long): Unit = in.seek(pos)
+    override def getPos: Long = in.getPos
+    override def seekToNewSource(targetPos: Long): Boolean = in.seekToNewSource(targetPos)
+    override def close(): Unit = in.close()
+  }
+}
