@@ -64,7 +64,7 @@ class SpillStoreProvider extends SparkLineProvider with Logging {
 
   /**
    * Earlier live states taken over or unloaded while a holder had them: each is freed by its
-   * holder, or by [[reclaimDoomed]] once that holder is gone, and counts in the memory budget
+   * holder, or by [[reclaimDoomed]] once that holder is idle, and counts in the memory budget
    * until then (it unregisters itself when freed).
    */
   private var doomed = List.empty[TieredState]
@@ -190,7 +190,8 @@ class SpillStoreProvider extends SparkLineProvider with Logging {
             loadedVersion = -1
             state = newLiveState()
           }
-          (state.acquire(holder, taskAttemptId, holderGone(task)), true)
+          reclaimDoomed() // the one just doomed, if its holder is this thread
+          (state.acquire(holder, taskAttemptId, holderIdle(task)), true)
         }
       // One batch at a time: a write store, or a version change, ends an open batch of this
       // lease (a store left open by the same task).
@@ -214,19 +215,21 @@ class SpillStoreProvider extends SparkLineProvider with Logging {
   }
 
   /**
-   * When a lease's holder is gone for good: its task has ended (its completion listener runs
-   * after every thread of the task stopped calling), or, outside a task, its thread has died.
+   * When a lease's holder can be in no call of its stores: its task has ended (its completion
+   * listener runs after every thread of the task stopped calling); outside a task, where the
+   * stores belong to the thread that opened them, when that thread has died or is the caller.
    */
-  private def holderGone(task: Option[TaskContext]): () => Boolean = task match {
+  private def holderIdle(task: Option[TaskContext]): () => Boolean = task match {
     case Some(t) => () => t.isCompleted()
     case None =>
       val opener = Thread.currentThread()
-      () => !opener.isAlive
+      () => !opener.isAlive || (Thread.currentThread() eq opener)
   }
 
   /**
-   * Frees the doomed states whose holder is gone without freeing them (a store opened outside
-   * a task and abandoned) and forgets those freed; under the monitor.
+   * Frees the doomed states whose holder is idle without having freed them (a store abandoned
+   * outside a task, or unloaded by the thread that holds it) and forgets those freed; under the
+   * monitor.
    */
   private def reclaimDoomed(): Unit =
     if (doomed.nonEmpty) doomed = doomed.filterNot(s => s.isFreed || s.freeIfAbandoned())

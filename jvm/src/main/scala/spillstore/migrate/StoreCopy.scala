@@ -11,7 +11,7 @@ import org.apache.spark.sql.catalyst.expressions.{UnsafeRow, XXH64}
 import org.apache.spark.sql.execution.streaming.state.{ReadStateStore, SpillStoreSparkBridge, StateStoreConf, StateStoreId, StateStoreProvider}
 import org.apache.spark.sql.execution.streaming.state.SpillStoreSparkLine.CheckpointFileManager
 
-import spillstore.checkpoint.{CheckpointDir, StateFile}
+import spillstore.checkpoint.{CheckpointDir, ForeignFiles, StateFile}
 
 /** Row count and an order-independent checksum of a store's (key, value) bytes. */
 final case class StateDigest(rows: Long, checksum: Long) {
@@ -53,8 +53,7 @@ object ProviderKind {
     }
   }
 
-  case object Hdfs extends ProviderKind("hdfs",
-      "org.apache.spark.sql.execution.streaming.state.HDFSBackedStateStoreProvider") {
+  case object Hdfs extends ProviderKind("hdfs", ForeignFiles.HdfsProvider) {
     /** An HDFS provider snapshot file with no entry: the codec's stream holding only -1. */
     def writeEmptyVersion(dir: Path, version: Long, conf: StateStoreConf,
         hadoopConf: Configuration): Unit = {
@@ -72,8 +71,7 @@ object ProviderKind {
     }
   }
 
-  case object RocksDb extends ProviderKind("rocksdb",
-      "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider") {
+  case object RocksDb extends ProviderKind("rocksdb", ForeignFiles.RocksDbProvider) {
     override def targetRefusal: Option[String] = Some("migrating onto Spark's RocksDB " +
       "provider is not supported: its checkpoint (SST files and a versioned archive) can only " +
       "be started at version 0. Migrate to spillstore or hdfs instead.")

@@ -47,15 +47,15 @@ import spillstore.metrics.ExecutorStats
  *          |       | only ask L to shrink (`requestShrink`)    |
  * doomed   | Gone  | still L's call in flight, if any; nobody  | L's holder, on its next call or at
  *          |       | else (the provider moved on to a new      |   its end: `freeIfDoomedBy(L)`;
- *          |       | state, or was unloaded)                   | anyone once L's holder is gone:
+ *          |       | state, or was unloaded)                   | anyone once L's holder is idle:
  *          |       |                                           |   `freeIfAbandoned` -> closed (freed)
  * closed   | none  | nobody: every call throws                 | -
  * }}}
  *
  * A doomed state is never freed under a call in flight: its former owner frees it between
- * calls, or the provider's maintenance or unload once that owner can make no call any more (its
- * task ended, or the thread that opened it outside a task died). Until then it stays in the
- * memory budget. Any misuse (a call without the lease, a transition from the wrong phase)
+ * calls, or the provider's maintenance, open or unload once that owner can be in no call (its
+ * task ended; outside a task, where a store belongs to the thread that opened it, that thread
+ * died or is the one asking). Until then it stays in the memory budget. Any misuse (a call without the lease, a transition from the wrong phase)
  * throws `IllegalStateException` naming the state and its phase.
  */
 final class TieredState(
@@ -154,14 +154,14 @@ final class TieredState(
 
   /**
    * Gives the idle state to a new lease for `holder` (a task attempt, or -1 outside a task);
-   * `holderGone` tells when the holder can make no call any more (see [[freeIfAbandoned]]).
+   * `holderIdle` tells when the holder can be in no call (see [[freeIfAbandoned]]).
    */
   def acquire(holder: String, taskAttemptId: Long,
-      holderGone: () => Boolean = () => false): Lease = locked {
+      holderIdle: () => Boolean = () => false): Lease = locked {
     if (closed || lease != null) {
       throw new IllegalStateException(s"$holder cannot acquire $this: it is $phase")
     }
-    val l = new Lease(holder, taskAttemptId, this, holderGone)
+    val l = new Lease(holder, taskAttemptId, this, holderIdle)
     lease = l
     lastUsed = System.nanoTime()
     l
@@ -230,12 +230,11 @@ final class TieredState(
   }
 
   /**
-   * Frees a doomed state whose former owner can make no call any more (its task ended, or the
-   * thread that opened it outside a task died) without having freed it; on any thread.
-   * Returns whether it did.
+   * Frees a doomed state whose former owner can be in no call (see the class doc) and has not
+   * freed it; on any thread. Returns whether it did.
    */
   def freeIfAbandoned(): Boolean = locked {
-    doomedBy != null && doomedBy.holderGone() && { freeDoomed(); true }
+    doomedBy != null && doomedBy.holderIdle() && { freeDoomed(); true }
   }
 
   private def freeDoomed(): Unit = {
@@ -766,7 +765,7 @@ final class TieredState(
  * write stores a task opens on a provider share it. `taskAttemptId` is -1 outside a task.
  */
 final class Lease private[tiered] (val holder: String, val taskAttemptId: Long,
-    val state: TieredState, private[tiered] val holderGone: () => Boolean) {
+    val state: TieredState, private[tiered] val holderIdle: () => Boolean) {
   /** Why the lease ended, once it has; for error messages. */
   @volatile private[spillstore] var endedBy: String = _
 

@@ -12,7 +12,6 @@ import org.apache.spark.sql.execution.streaming.state.{NoPrefixKeyStateEncoderSp
 import spillstore.SpillStoreProviderSuite._
 import spillstore.TempDirs
 import spillstore.faults.CorruptionRepairSuite.{conf, smallWorkload}
-import spillstore.migrate.ProviderKind
 
 /**
  * Files another state store provider wrote in a store directory: never read as spillstore's,
@@ -21,7 +20,7 @@ import spillstore.migrate.ProviderKind
  * v2.1 checkpoint" restarts the default provider's checkpoint on the session's provider).
  */
 class ForeignFilesSuite extends AnyFunSuite {
-  private val HdfsProvider = ProviderKind.Hdfs.className
+  private val HdfsProvider = ForeignFiles.HdfsProvider
 
   /**
    * Versions 1..6 of partition 0 of operator 0 written by Spark's HDFS provider under
@@ -103,7 +102,7 @@ class ForeignFilesSuite extends AnyFunSuite {
       rocksDb.foreach(n => assert(new File(storeDir, n).createNewFile(), n))
       withProvider(s"$checkpoint/state") { (p, _) =>
         val e = intercept[IllegalStateException](p.getStore(3))
-        (rocksDb ++ Seq("SSTs", ProviderKind.RocksDb.className)).foreach { part =>
+        (rocksDb ++ Seq("SSTs", ForeignFiles.RocksDbProvider)).foreach { part =>
           assert(e.getMessage.contains(part), s"'$part' not in: ${e.getMessage}")
         }
       }

@@ -13,6 +13,7 @@ import org.apache.spark.sql.types.{LongType, StringType, StructField, StructType
 import org.apache.spark.unsafe.types.UTF8String
 
 import spillstore.SpillStoreProviderSuite._
+import spillstore.TempDirs
 import spillstore.cold.{ColdTier, LocalDirs}
 
 /**
@@ -82,9 +83,18 @@ class DoomedStateSuite extends AnyFunSuite {
     withProvider(sqlConf = budgetConf("256k"), coldTiers = recorded) { (p, dir) =>
       TestTasks.run(1) { _ => val s = p.getStore(0); fill(s, 0 until 2000); s.commit() }
       assert(opened.isEmpty, "version 1 spilled: the test cannot tell whose cold tier is whose")
-      // Opened outside a task (no completion listener) on a thread that ends without ending
-      // its store; it grows past the budget, so it has a cold tier.
-      onThread { val s = p.getStore(1); fill(s, 100000 until 110000) }
+      // Opened outside a task (no completion listener) by a thread that never ends its store;
+      // it grows past the budget, so it has a cold tier.
+      val filled = new CountDownLatch(1)
+      val leave = new CountDownLatch(1)
+      val holder = new Thread(() => {
+        val s = p.getStore(1)
+        fill(s, 100000 until 110000)
+        filled.countDown()
+        leave.await(60, TimeUnit.SECONDS)
+      })
+      holder.start()
+      assert(filled.await(60, TimeUnit.SECONDS))
       val abandoned = p.state
       val abandonedTier = opened.peek()
       assert(abandoned.coldKeyCount > 0 && abandonedTier != null, "nothing spilled: moot")
@@ -96,13 +106,39 @@ class DoomedStateSuite extends AnyFunSuite {
         assert(contents(s) === (0L until 2000L).map(i => i -> i).toMap)
         s.abort()
       }
+      p.doMaintenance() // its holder is alive: it could still be in a call
+      assert(abandonedTier.isDirectory, "a doomed state was freed while its holder could call")
       val countedWhileDoomed = p.memory.totalHeapBytes
-      assert(abandonedTier.isDirectory, "the doomed state was freed before maintenance")
+      leave.countDown()
+      holder.join(60000)
       p.doMaintenance()
       assert(!abandonedTier.exists, "maintenance left the abandoned state's cold tier behind")
       assert(countedWhileDoomed - p.memory.totalHeapBytes >= abandonedBytes / 2,
         "the doomed state was not counted in the budget until it was freed")
       assert(readAll(dir, 1) === (0L until 2000L).map(i => i -> i).toMap)
+    }
+  }
+
+  test("a store left open outside a task is freed when its own thread unloads the provider") {
+    val opened = new ConcurrentLinkedQueue[File]()
+    val recorded = (parent: File, name: String) => {
+      val tier = ColdTier.create(parent, name)
+      opened.add(tier.dir)
+      tier
+    }
+    TempDirs.withTempDir("spill") { root =>
+      val p = openProvider(root, budgetConf("64k"), coldTiers = recorded)
+      val before = p.memory.totalHeapBytes
+      try {
+        val s = p.getStore(0)
+        fill(s, 0 until 5000)
+        s.commit() // the batch's entries were pinned; now they spill
+        p.getStore(1).put(key(1), value(-1)) // left open by this thread
+        assert(!opened.isEmpty, "nothing spilled: moot")
+      } finally p.close()
+      assert(p.state.isFreed)
+      assert(!opened.peek().exists, "the unloaded state's cold tier is still there")
+      assert(p.memory.totalHeapBytes <= before)
     }
   }
 
