@@ -148,7 +148,8 @@ object ColdTier extends Logging {
    */
   def create(parent: File, storeName: String): ColdTier = {
     RocksDBLibrary.load()
-    val dir = new File(LocalDirs.jvmDirUnder(parent), s"spillstore-$storeName-${UUID.randomUUID()}")
+    val dir = LocalDirs.createOwnerOnly(LocalDirs.jvmDirUnder(parent),
+      s"spillstore-$storeName-${UUID.randomUUID()}")
     try new ColdTier(dir) catch {
       case e: Throwable =>
         FileUtils.deleteQuietly(dir)
