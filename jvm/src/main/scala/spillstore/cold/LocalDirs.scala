@@ -14,16 +14,18 @@ import org.apache.commons.io.FileUtils
 import org.apache.spark.internal.Logging
 
 /**
- * One directory per JVM under each cold-tier parent, so that cold tiers a JVM never closed
- * (SIGKILL, OOM kill, lost executor, providers never unloaded) do not stay on disk forever:
+ * One directory per JVM under each local-dir parent, so that cold tiers a JVM never closed and
+ * snapshot merges it never finished (SIGKILL, OOM kill, lost executor, providers never
+ * unloaded) do not stay on disk forever:
  *
  * {{{
- *   <parent>/jvm-<pid>-<random>/jvm.lock                     locked by its JVM while it lives
- *   <parent>/jvm-<pid>-<random>/spillstore-<store>-<uuid>/   one cold tier (RocksDB)
+ *   <parent>/jvm-<pid>-<random>/jvm.lock                          locked by its JVM while it lives
+ *   <parent>/jvm-<pid>-<random>/spillstore-<store>-<uuid>/        one cold tier (RocksDB)
+ *   <parent>/jvm-<pid>-<random>/spillstore-snapshot-runs-<n>/     one snapshot merge's sorted runs
  * }}}
  *
  * State is user data: the directories created here are their user's alone (700) whatever the
- * umask, so what RocksDB writes inside them is too.
+ * umask, so what RocksDB and the merges write inside them is too.
  *
  * The lock is an OS lock (fcntl on Linux): the kernel drops it when the process dies, however it
  * dies, so "lock free" proves the owner is gone.
@@ -179,8 +181,8 @@ object LocalDirs extends Logging {
       deleteIfDead(d).foreach { b => dirs += 1; bytes += b }
     }
     if (dirs > 0) {
-      logInfo(s"Reclaimed the cold-tier directories of $dirs JVMs that are gone ($bytes bytes) " +
-        s"under $parent")
+      logInfo(s"Reclaimed the local directories (cold tiers, snapshot merge runs) of $dirs JVMs " +
+        s"that are gone ($bytes bytes) under $parent")
     }
   }
 

@@ -5,6 +5,7 @@ import java.nio.file.Files
 import java.util.concurrent.TimeUnit
 
 import org.apache.commons.io.FileUtils
+import org.apache.commons.io.filefilter.{FalseFileFilter, TrueFileFilter}
 import org.scalatest.funsuite.AnyFunSuite
 
 /**
@@ -66,6 +67,39 @@ class LocalDirsSweepSuite extends AnyFunSuite {
       assert(ChildJvm.exit(child) == 0)
       assert(!childDir.exists(), s"a normally exiting JVM left its unclosed cold tier $childDir")
       mine
+    }
+  }
+
+  test("a SIGKILLed JVM's snapshot merge runs are deleted at the next JVM's first use of the dir") {
+    val root = Files.createTempDirectory("spillstore-sweep").toFile
+    var child: Process = null
+    var mine: ColdTier = null
+    try {
+      val parent = new File(root, "shared")
+      val (c, _) = ChildJvm.start("spillstore.cold.SnapshotRunsHolder",
+        Seq(parent.getPath, new File(root, "checkpoint").getPath), "merging")
+      // Its merge blocks opening journal 3, a named pipe: its runs stay until it is killed.
+      child = c
+      def runDirs: Seq[File] = FileUtils.listFilesAndDirs(parent, FalseFileFilter.INSTANCE,
+        TrueFileFilter.INSTANCE).toArray(Array.empty[File]).toSeq
+        .filter(_.getName.startsWith("spillstore-snapshot-runs-"))
+      val deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(30)
+      while (runDirs.forall(d => Option(d.list()).forall(_.length < 2)) && System.nanoTime() < deadline) {
+        Thread.sleep(10)
+      }
+      val runs = runDirs
+      assert(runs.size == 1 && runs.head.list().length >= 2, s"the child's runs: $runs")
+      child.destroyForcibly() // SIGKILL: no shutdown hook runs
+      assert(child.waitFor(30, TimeUnit.SECONDS) && child.exitValue() == 137)
+      mine = ColdTier.create(parent, "next")
+      assert(!runs.head.exists(), s"the killed JVM's snapshot runs ${runs.head} are still there")
+      assert(parent.list().toSet == Set(mine.dir.getParentFile.getName),
+        s"left under $parent: ${parent.list().mkString(", ")}")
+    } finally {
+      ChildJvm.stop(child)
+      if (mine != null) mine.close()
+      Files.deleteIfExists(new File(root, "checkpoint/3.journal").toPath) // deleting opens it: blocks
+      FileUtils.deleteQuietly(root)
     }
   }
 }
