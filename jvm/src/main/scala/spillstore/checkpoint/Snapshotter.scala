@@ -5,6 +5,7 @@ import java.util.{Arrays => JArrays}
 
 import org.apache.spark.internal.Logging
 
+import spillstore.cold.LocalDirs
 import spillstore.metrics.ExecutorStats
 
 /**
@@ -19,6 +20,12 @@ import spillstore.metrics.ExecutorStats
 final class Snapshotter(dir: CheckpointDir, spillDir: () => File,
     maxKeysInMemory: Int = SortedChanges.DefaultMaxKeysInMemory,
     maxOpenSources: Int = SortedChanges.DefaultMaxOpenSources) extends Logging {
+
+  /**
+   * Runs go in this JVM's dir under `spillDir`: a JVM killed mid-merge leaves them where the
+   * next JVM's sweep reclaims them, as it does cold tiers ([[LocalDirs]]).
+   */
+  private val runsParent = () => LocalDirs.jvmDirUnder(spillDir())
 
   /**
    * Snapshots the newest committed version if at least `minDeltas` journals follow the newest
@@ -46,7 +53,7 @@ final class Snapshotter(dir: CheckpointDir, spillDir: () => File,
       case None =>
         // An older base is used around a corrupt one (see withNewestGoodBase).
         val (used, written) = dir.withNewestGoodBase(listing, version) { (base, readBase) =>
-          val changes = SortedChanges.squash(dir, base, version, spillDir, maxKeysInMemory,
+          val changes = SortedChanges.squash(dir, base, version, runsParent, maxKeysInMemory,
             maxOpenSources)
           try {
             base -> dir.write(StateFile.Snapshot, version) { out =>

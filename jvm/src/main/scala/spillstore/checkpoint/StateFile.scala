@@ -353,7 +353,7 @@ object StateFile {
   }
 
   /** Guard against allocating absurd arrays from a damaged length field. */
-  private val MaxRecordBytes = 256 * 1024 * 1024
+  private[spillstore] val MaxRecordBytes = 256 * 1024 * 1024
 
   private def putInt(b: Array[Byte], at: Int, n: Int): Unit = {
     b(at) = (n >>> 24).toByte

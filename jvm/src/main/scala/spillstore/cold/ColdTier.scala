@@ -3,6 +3,7 @@ package spillstore.cold
 import java.io.File
 import java.util.UUID
 
+import scala.collection.mutable.ArrayBuffer
 import scala.util.control.NonFatal
 
 import org.apache.commons.io.FileUtils
@@ -21,35 +22,13 @@ import org.apache.spark.internal.Logging
 class ColdTier private[spillstore] (val dir: File) extends AutoCloseable with Logging {
   import ColdTier._
 
-  private val memory = ColdMemory.shared
-  private val filter = new BloomFilter(10.0, false)
-  // Index and filter blocks stay outside the cache (about 1.5 bytes a key): cached, they
-  // competed with data blocks for a bound sized for the heap budget and slowed cold reads
-  // (docs/benchmarks.md, section 5).
-  private val tableConfig = new BlockBasedTableConfig()
-    .setFilterPolicy(filter)
-    .setBlockCache(memory.cache)
-    .setWholeKeyFiltering(true)
-  private val options = new Options()
-    .setCreateIfMissing(true)
-    .setTableFormatConfig(tableConfig)
-    .setCompressionType(CompressionType.LZ4_COMPRESSION)
-    .setWriteBufferManager(memory.writeBuffers)
-    .setWriteBufferSize(memory.memtableBytes)
-    .setMaxWriteBufferNumber(2)
-    .setMemtablePrefixBloomSizeRatio(0.1)
-    .setMaxOpenFiles(256)
-    .setLevel0FileNumCompactionTrigger(L0CompactionTrigger)
-    .setLevel0SlowdownWritesTrigger(L0CompactionTrigger * 3)
-    .setLevel0StopWritesTrigger(L0CompactionTrigger * 4)
-  private val writeOptions = new WriteOptions().setDisableWAL(true)
-  private val readOptions = new ReadOptions()
-  private val db = RocksDB.open(options, dir.getAbsolutePath)
+  private val rocks = Rocks.open(dir)
+  private val db = rocks.db
 
-  def get(key: Array[Byte]): Array[Byte] = db.get(readOptions, key)
+  def get(key: Array[Byte]): Array[Byte] = db.get(rocks.readOptions, key)
 
   /** Applies puts (value non-null) and deletes in one write. */
-  def write(batch: WriteBatch): Unit = db.write(writeOptions, batch)
+  def write(batch: WriteBatch): Unit = db.write(rocks.writeOptions, batch)
 
   /**
    * Entries in key order from `from` (inclusive; null = first) while `keep(key)` holds. The
@@ -57,7 +36,7 @@ class ColdTier private[spillstore] (val dir: File) extends AutoCloseable with Lo
    * before this tier closes.
    */
   def scan(from: Array[Byte], keep: Array[Byte] => Boolean): ColdTier.Scan =
-    new ColdTier.Scan(db.newIterator(readOptions), from, keep)
+    new ColdTier.Scan(db.newIterator(rocks.readOptions), from, keep)
 
   /** Bytes RocksDB holds on disk and in memtables. */
   def approximateBytes: Long = property("rocksdb.total-sst-files-size") + memtableBytes
@@ -69,10 +48,7 @@ class ColdTier private[spillstore] (val dir: File) extends AutoCloseable with Lo
     try db.getLongProperty(name) catch { case NonFatal(_) => 0L }
 
   override def close(): Unit = {
-    try {
-      db.close()
-      Seq(readOptions, writeOptions, options, filter).foreach(_.close())
-    } finally {
+    try rocks.close() finally {
       FileUtils.deleteQuietly(dir)
     }
   }
@@ -88,6 +64,54 @@ object ColdTier extends Logging {
    * keys, cold reads no slower (docs/benchmarks.md, section 5, fourth round).
    */
   private val L0CompactionTrigger = 8
+
+  /**
+   * A cold tier's RocksDB and the native objects it was opened with, closed together. Opening
+   * closes what it made if any step fails: native objects are not garbage collected, so each
+   * failed open of a full or broken disk (retried at every eviction) would leak a set.
+   */
+  private final class Rocks private (val db: RocksDB, val readOptions: ReadOptions,
+      val writeOptions: WriteOptions, others: Seq[AutoCloseable]) {
+    def close(): Unit = (db +: readOptions +: writeOptions +: others).foreach(_.close())
+  }
+
+  private object Rocks {
+    def open(dir: File): Rocks = {
+      val made = ArrayBuffer.empty[AutoCloseable] // in the order closing them needs
+      def own[T <: AutoCloseable](r: T): T = { r +=: made; r }
+      try {
+        val memory = ColdMemory.shared
+        val filter = own(new BloomFilter(10.0, false))
+        // Index and filter blocks stay outside the cache (about 1.5 bytes a key): cached, they
+        // competed with data blocks for a bound sized for the heap budget and slowed cold reads
+        // (docs/benchmarks.md, section 5).
+        val tableConfig = new BlockBasedTableConfig()
+          .setFilterPolicy(filter)
+          .setBlockCache(memory.cache)
+          .setWholeKeyFiltering(true)
+        val options = own(new Options())
+          .setCreateIfMissing(true)
+          .setTableFormatConfig(tableConfig)
+          .setCompressionType(CompressionType.LZ4_COMPRESSION)
+          .setWriteBufferManager(memory.writeBuffers)
+          .setWriteBufferSize(memory.memtableBytes)
+          .setMaxWriteBufferNumber(2)
+          .setMemtablePrefixBloomSizeRatio(0.1)
+          .setMaxOpenFiles(256)
+          .setLevel0FileNumCompactionTrigger(L0CompactionTrigger)
+          .setLevel0SlowdownWritesTrigger(L0CompactionTrigger * 3)
+          .setLevel0StopWritesTrigger(L0CompactionTrigger * 4)
+        val writeOptions = own(new WriteOptions()).setDisableWAL(true)
+        val readOptions = own(new ReadOptions())
+        val db = RocksDB.open(options, dir.getAbsolutePath)
+        new Rocks(db, readOptions, writeOptions, Seq(options, filter))
+      } catch {
+        case e: Throwable =>
+          made.foreach(r => try r.close() catch { case NonFatal(c) => e.addSuppressed(c) })
+          throw e
+      }
+    }
+  }
 
   /** A scan of a cold tier; see [[ColdTier.scan]]. Closing it twice is harmless. */
   final class Scan private[ColdTier] (it: RocksIterator, from: Array[Byte],
@@ -124,13 +148,17 @@ object ColdTier extends Logging {
    */
   def create(parent: File, storeName: String): ColdTier = {
     RocksDBLibrary.load()
-    val dir = new File(LocalDirs.jvmDirUnder(parent), s"spillstore-$storeName-${UUID.randomUUID()}")
+    val dir = LocalDirs.createOwnerOnly(LocalDirs.jvmDirUnder(parent),
+      s"spillstore-$storeName-${UUID.randomUUID()}")
     try new ColdTier(dir) catch {
-      case e: RocksDBException =>
+      case e: Throwable =>
         FileUtils.deleteQuietly(dir)
-        throw new IllegalStateException(
-          s"spillstore cannot open its cold tier (RocksDB) in $dir: ${e.getMessage}; " +
-            LocalDirs.ConfHint, e)
+        e match {
+          case r: RocksDBException => throw new IllegalStateException(
+            s"spillstore cannot open its cold tier (RocksDB) in $dir: ${r.getMessage}; " +
+              LocalDirs.ConfHint, r)
+          case _ => throw e
+        }
     }
   }
 }

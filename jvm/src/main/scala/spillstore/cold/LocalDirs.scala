@@ -2,8 +2,8 @@ package spillstore.cold
 
 import java.io.{File, IOException}
 import java.nio.channels.{FileChannel, FileLock, OverlappingFileLockException}
-import java.nio.file.{FileVisitResult, Files, NoSuchFileException, Path, SimpleFileVisitor, StandardOpenOption}
-import java.nio.file.attribute.BasicFileAttributes
+import java.nio.file.{FileSystems, FileVisitResult, Files, NoSuchFileException, Path, SimpleFileVisitor, StandardOpenOption}
+import java.nio.file.attribute.{BasicFileAttributes, FileAttribute, PosixFilePermissions}
 import java.util.UUID
 
 import scala.collection.mutable
@@ -14,13 +14,18 @@ import org.apache.commons.io.FileUtils
 import org.apache.spark.internal.Logging
 
 /**
- * One directory per JVM under each cold-tier parent, so that cold tiers a JVM never closed
- * (SIGKILL, OOM kill, lost executor, providers never unloaded) do not stay on disk forever:
+ * One directory per JVM under each local-dir parent, so that cold tiers a JVM never closed and
+ * snapshot merges it never finished (SIGKILL, OOM kill, lost executor, providers never
+ * unloaded) do not stay on disk forever:
  *
  * {{{
- *   <parent>/jvm-<pid>-<random>/jvm.lock                     locked by its JVM while it lives
- *   <parent>/jvm-<pid>-<random>/spillstore-<store>-<uuid>/   one cold tier (RocksDB)
+ *   <parent>/jvm-<pid>-<random>/jvm.lock                          locked by its JVM while it lives
+ *   <parent>/jvm-<pid>-<random>/spillstore-<store>-<uuid>/        one cold tier (RocksDB)
+ *   <parent>/jvm-<pid>-<random>/spillstore-snapshot-runs-<n>/     one snapshot merge's sorted runs
  * }}}
+ *
+ * State is user data: the directories created here are their user's alone (700) whatever the
+ * umask, so what RocksDB and the merges write inside them is too.
  *
  * The lock is an OS lock (fcntl on Linux): the kernel drops it when the process dies, however it
  * dies, so "lock free" proves the owner is gone.
@@ -48,6 +53,11 @@ object LocalDirs extends Logging {
   /** The hint every local-dir error ends with. */
   val ConfHint: String = "check spark.local.dir / SPARK_LOCAL_DIRS or " +
     "spark.sql.streaming.stateStore.spillstore.localDir"
+
+  /** Owner-only permissions where the file system has POSIX ones (not on Windows). */
+  private val OwnerOnly: Seq[FileAttribute[_]] =
+    if (!FileSystems.getDefault.supportedFileAttributeViews.contains("posix")) Nil
+    else Seq(PosixFilePermissions.asFileAttribute(PosixFilePermissions.fromString("rwx------")))
 
   /** A per-JVM directory this JVM holds the lock of, until exit. */
   private final class Owned(val dir: File, channel: FileChannel, lock: FileLock) {
@@ -107,14 +117,25 @@ object LocalDirs extends Logging {
     total
   }
 
+  /** Creates the directory `name` under `parent` (this JVM's dir), owner-only. */
+  def createOwnerOnly(parent: File, name: String): File = {
+    val dir = new File(parent, name)
+    try Files.createDirectory(dir.toPath, OwnerOnly: _*) catch {
+      case e: IOException => throw new IllegalStateException(
+        s"spillstore cannot create its local directory $dir ($e); $ConfHint", e)
+    }
+    dir
+  }
+
   /**
-   * Creates `dir` and any missing parents. "Already exists" is success: threads (and JVMs)
-   * spilling for the first time at once all create it. Fails only if it cannot be a directory.
+   * Creates `dir` and any missing parents, owner-only. "Already exists" is success: threads
+   * (and JVMs) spilling for the first time at once all create it. Fails only if it cannot be a
+   * directory.
    */
   private def ensureDirectory(dir: File): File = {
-    try Files.createDirectories(dir.toPath) catch {
+    try Files.createDirectories(dir.toPath, OwnerOnly: _*) catch {
       case e: IOException => throw new IllegalStateException(s"spillstore cannot create its " +
-        s"local directory $dir for the cold tier ($e); $ConfHint", e)
+        s"local directory $dir ($e); $ConfHint", e)
     }
     dir
   }
@@ -137,12 +158,12 @@ object LocalDirs extends Logging {
       s"$Prefix${ProcessHandle.current().pid()}-${UUID.randomUUID().toString.take(8)}")
     val lockFile = new File(dir, LockFileName).toPath
     val channel = try {
-      Files.createDirectory(dir.toPath)
+      Files.createDirectory(dir.toPath, OwnerOnly: _*)
       FileChannel.open(lockFile, StandardOpenOption.CREATE_NEW, StandardOpenOption.WRITE)
     } catch {
       case _: NoSuchFileException => return None // swept between the two calls
       case e: IOException => throw new IllegalStateException(
-        s"spillstore cannot create its per-JVM directory $dir for the cold tier ($e); $ConfHint", e)
+        s"spillstore cannot create its per-JVM directory $dir ($e); $ConfHint", e)
     }
     val lock = try channel.tryLock() catch { case NonFatal(e) => channel.close(); throw e }
     if (lock != null && Files.exists(lockFile)) Some(new Owned(dir, channel, lock))
@@ -160,8 +181,8 @@ object LocalDirs extends Logging {
       deleteIfDead(d).foreach { b => dirs += 1; bytes += b }
     }
     if (dirs > 0) {
-      logInfo(s"Reclaimed the cold-tier directories of $dirs JVMs that are gone ($bytes bytes) " +
-        s"under $parent")
+      logInfo(s"Reclaimed the local directories (cold tiers, snapshot merge runs) of $dirs JVMs " +
+        s"that are gone ($bytes bytes) under $parent")
     }
   }
 

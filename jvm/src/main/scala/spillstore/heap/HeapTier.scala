@@ -4,6 +4,8 @@ import org.apache.spark.unsafe.Platform
 import org.apache.spark.unsafe.array.ByteArrayMethods
 import org.apache.spark.unsafe.hash.Murmur3_x86_32
 
+import spillstore.checkpoint.StateFile
+
 /**
  * The live state on the heap, without an object per entry: a chained hash table over entry
  * records in `Long` arrays, with keys and values in [[Pages]]. An entry is named by its slot,
@@ -199,6 +201,7 @@ final class HeapTier(listener: HeapTier.Listener = HeapTier.NoListener) {
 
   /** Sets an entry's value (a row's bytes) in the open batch; its key stays. */
   def update(slot: Int, valueBase: AnyRef, valueOffset: Long, valueLength: Int): Unit = {
+    checkValueLength(valueLength)
     val first = !changed(slot)
     recordChange(slot)
     val oldLength = regionLength(slot)
@@ -346,6 +349,7 @@ final class HeapTier(listener: HeapTier.Listener = HeapTier.NoListener) {
       throw new IllegalArgumentException(s"spillstore cannot hold a key of $keyLength " +
         s"bytes: keys are limited to $MaxKeyLength bytes")
     }
+    checkValueLength(valueLength)
     if (entriesInTable >= table.length - (table.length >>> 2)) rehash(table.length * 2)
     val s = entriesInTable
     if ((s >>> ChunkShift) == records.length) {
@@ -371,6 +375,13 @@ final class HeapTier(listener: HeapTier.Listener = HeapTier.NoListener) {
     entriesInTable += 1
     listener.inserted(p, Pages.offset(a), keyLength)
     s
+  }
+
+  /** Refuses, before anything changes, a value no checkpoint file could be read back with. */
+  private def checkValueLength(valueLength: Int): Unit = if (valueLength > MaxValueLength) {
+    throw new IllegalArgumentException(s"spillstore cannot hold a value of $valueLength " +
+      s"bytes: values are limited to $MaxValueLength bytes (the largest record its checkpoint " +
+      "files are read back with)")
   }
 
   /**
@@ -555,6 +566,8 @@ object HeapTier {
 
   /** Keys are stored in 24 bits of the record: 16 MB, far above any UnsafeRow key seen. */
   final val MaxKeyLength: Int = (1 << 24) - 1
+  /** What a journal or snapshot reader accepts: a larger value would commit and never load. */
+  private val MaxValueLength = StateFile.MaxRecordBytes
   private val KeyLengthMask = MaxKeyLength
   private val Changed = 1 << 24
   private val Existed = 1 << 25

@@ -124,9 +124,13 @@ final class MemoryManager(
     }
   }
 
-  /** Applies the strictest of the registered confs; warns when an arriving one differs. */
+  /**
+   * Applies the strictest of the registered confs; warns when an arriving one differs. Computed
+   * and put in force under one lock: applied after it, a result computed before a concurrent
+   * register could land after that register's stricter one and undo it.
+   */
   private def confsChanged(arriving: MemoryConf, of: Account): Unit = {
-    val strictest = synchronized {
+    val changed = synchronized {
       val others = accounts.values.asScala.iterator.filter(_ ne of).flatMap(a => Option(a.conf))
         .reduceOption(MemoryConf.strictest(_, _, maxHeapBytes))
       if (arriving != null && others.exists(_ != arriving) && warnedConfs.add(arriving)) {
@@ -136,8 +140,9 @@ final class MemoryManager(
           "give every query the same values.")
       }
       (others ++ Option(arriving)).reduceOption(MemoryConf.strictest(_, _, maxHeapBytes))
+        .exists(install)
     }
-    strictest.foreach(configure)
+    if (changed) relieveIfOver()
   }
 
   /**
@@ -170,25 +175,25 @@ final class MemoryManager(
    * Puts `newConf` in force (from [[register]]: the strictest of the registered providers'); a
    * change is logged at INFO, and a lower budget takes effect at once, on the calling thread.
    */
-  def configure(newConf: MemoryConf): Unit = {
-    val changed = synchronized {
-      val old = conf
-      if (newConf == old) false
-      else {
-        if (old != null) {
-          logInfo(s"spillstore memory conf in force: $old -> $newConf")
-        }
-        conf = newConf
-        budgetBytes = newConf.budgetFor(maxHeapBytes)
-        maxEntries = newConf.maxEntries
-        if (!newConf.pressureMonitor) stopMonitor()
-        else if (monitor != null) monitor.configure(newConf)
-        else monitor = new HeapPressureMonitor(heapStatus, newConf, () => pressureChanged())
-        updateBudgetInForce()
-        true
+  def configure(newConf: MemoryConf): Unit = if (install(newConf)) relieveIfOver()
+
+  /** Puts `newConf` in force under the lock; false if it already was. */
+  private def install(newConf: MemoryConf): Boolean = synchronized {
+    val old = conf
+    if (newConf == old) false
+    else {
+      if (old != null) {
+        logInfo(s"spillstore memory conf in force: $old -> $newConf")
       }
+      conf = newConf
+      budgetBytes = newConf.budgetFor(maxHeapBytes)
+      maxEntries = newConf.maxEntries
+      if (!newConf.pressureMonitor) stopMonitor()
+      else if (monitor != null) monitor.configure(newConf)
+      else monitor = new HeapPressureMonitor(heapStatus, newConf, () => pressureChanged())
+      updateBudgetInForce()
+      true
     }
-    if (changed) relieveIfOver()
   }
 
   /** Stops the pressure monitor (removing its GC listeners). */

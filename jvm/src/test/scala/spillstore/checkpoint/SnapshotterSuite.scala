@@ -4,6 +4,7 @@ import java.io.File
 import java.nio.file.Files
 
 import scala.collection.mutable
+import scala.jdk.CollectionConverters._
 import scala.util.Random
 
 import org.apache.commons.io.FileUtils
@@ -12,6 +13,8 @@ import org.apache.hadoop.fs.Path
 import org.scalatest.funsuite.AnyFunSuite
 
 import org.apache.spark.sql.execution.streaming.state.SpillStoreSparkBridge
+
+import spillstore.cold.LocalDirs
 
 class SnapshotterSuite extends AnyFunSuite {
   private def withDirs(body: (CheckpointDir, File) => Unit): Unit = {
@@ -65,7 +68,11 @@ class SnapshotterSuite extends AnyFunSuite {
           val snap = readAll(dir, StateFile.Snapshot, v)
           assert(unsignedSorted(snap.map(_._1)), s"seed $seed v $v: not sorted")
           assert(snap.toMap === model.toMap, s"seed $seed v $v")
-          assert(Option(local.listFiles()).forall(_.isEmpty), "run files left behind")
+          // Only this JVM's dir (and its lock) stays: runs live inside it (see LocalDirs).
+          assert(FileUtils.listFiles(local, null, true).asScala.map(_.getName).forall(
+            _ == LocalDirs.LockFileName), "run files left behind")
+          assert(local.list().forall(_.startsWith(s"jvm-${ProcessHandle.current().pid()}-")),
+            s"runs outside this JVM's dir: ${local.list().mkString(", ")}")
         }
       }
       assert(local.isDirectory, "with 7 keys in memory and 3 open sources, runs must have been written")

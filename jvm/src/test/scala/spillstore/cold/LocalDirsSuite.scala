@@ -2,11 +2,14 @@ package spillstore.cold
 
 import java.io.File
 import java.nio.file.Files
+import java.nio.file.attribute.PosixFilePermissions
 import java.util.concurrent.{CyclicBarrier, Executors, TimeUnit}
 
 import scala.collection.mutable.ArrayBuffer
+import scala.jdk.CollectionConverters._
 
 import org.apache.commons.io.FileUtils
+import org.apache.commons.io.filefilter.{FalseFileFilter, TrueFileFilter}
 import org.scalatest.funsuite.AnyFunSuite
 
 /** Cold tiers' local directories within one JVM: racing first spills, bad paths, the layout. */
@@ -84,6 +87,24 @@ class LocalDirsSuite extends AnyFunSuite {
         foreign.foreach(d => assert(new File(d, "f").isFile, s"the sweep touched $d"))
       } finally { a.close(); b.close() }
       assert(!a.dir.exists() && !b.dir.exists(), "closing a cold tier keeps deleting its dir")
+    }
+  }
+
+  test("directories spillstore creates are its user's alone (700), whatever the umask") {
+    withTempRoot { root =>
+      val local = new File(root, "local")
+      // A JVM cannot set its umask: the child runs under 022, which leaves other users r-x.
+      val (child, tier) = ChildJvm.start("spillstore.cold.ColdTierHolder",
+        Seq(new File(local, "spill").getPath), "cold ", umask = Some("022"))
+      try {
+        val dirs = FileUtils.listFilesAndDirs(local, FalseFileFilter.INSTANCE, TrueFileFilter.INSTANCE)
+          .asScala.map(_.toPath).toList
+        assert(dirs.contains(new File(tier).toPath), s"the child's cold tier $tier is not in $dirs")
+        val open = dirs.map(d => d -> PosixFilePermissions.toString(Files.getPosixFilePermissions(d)))
+          .filter(_._2 != "rwx------")
+        assert(open.isEmpty, s"directories others can read: ${open.mkString(", ")}")
+        assert(ChildJvm.exit(child) == 0)
+      } finally ChildJvm.stop(child)
     }
   }
 }

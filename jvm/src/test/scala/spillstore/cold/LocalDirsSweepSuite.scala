@@ -1,10 +1,11 @@
 package spillstore.cold
 
-import java.io.{BufferedReader, File, InputStreamReader}
+import java.io.File
 import java.nio.file.Files
 import java.util.concurrent.TimeUnit
 
 import org.apache.commons.io.FileUtils
+import org.apache.commons.io.filefilter.{FalseFileFilter, TrueFileFilter}
 import org.scalatest.funsuite.AnyFunSuite
 
 /**
@@ -15,26 +16,8 @@ class LocalDirsSweepSuite extends AnyFunSuite {
 
   /** A ColdTierHolder child JVM with a cold tier under `parent`, and that tier's directory. */
   private def startHolder(parent: File): (Process, File) = {
-    val java = new File(System.getProperty("java.home"), "bin/java").getPath
-    val cmd = Seq(java, "-Xmx256m", "-XX:TieredStopAtLevel=1",
-      s"-Djava.io.tmpdir=${System.getProperty("java.io.tmpdir")}", "-cp",
-      System.getProperty("java.class.path"), "spillstore.cold.ColdTierHolder", parent.getPath)
-    val child = new ProcessBuilder(cmd: _*).redirectErrorStream(true).start()
-    val out = new BufferedReader(new InputStreamReader(child.getInputStream))
-    val seen = Iterator.continually(out.readLine()).takeWhile(_ != null).take(500)
-      .find(_.startsWith("cold "))
-    // Keep draining the child's output so that it never blocks on a full pipe.
-    val drain = new Thread(() => while (out.readLine() != null) {}, "holder-output")
-    drain.setDaemon(true)
-    drain.start()
-    assert(seen.isDefined, s"the child JVM never opened its cold tier (exit ${
-      if (child.isAlive) "none yet" else child.exitValue()})")
-    (child, new File(seen.get.stripPrefix("cold ")))
-  }
-
-  private def stop(child: Process): Unit = if (child != null) {
-    child.destroyForcibly()
-    child.waitFor(30, TimeUnit.SECONDS)
+    val (child, dir) = ChildJvm.start("spillstore.cold.ColdTierHolder", Seq(parent.getPath), "cold ")
+    (child, new File(dir))
   }
 
   private def listing(dir: File): Set[String] =
@@ -57,7 +40,7 @@ class LocalDirsSweepSuite extends AnyFunSuite {
       assert(parent.list().toSet == Set(mine.dir.getParentFile.getName),
         s"left under $parent: ${parent.list().mkString(", ")}")
     } finally {
-      stop(child)
+      ChildJvm.stop(child)
       if (mine != null) mine.close()
       FileUtils.deleteQuietly(root)
     }
@@ -81,11 +64,42 @@ class LocalDirsSweepSuite extends AnyFunSuite {
       val mine = ColdTier.create(parent, "next") // this JVM's first cold tier here: it sweeps
       assert(child.isAlive)
       assert(listing(childDir) == before, s"the live JVM's cold tier $childDir was changed")
-      child.getOutputStream.write("exit\n".getBytes)
-      child.getOutputStream.flush()
-      assert(child.waitFor(30, TimeUnit.SECONDS) && child.exitValue() == 0)
+      assert(ChildJvm.exit(child) == 0)
       assert(!childDir.exists(), s"a normally exiting JVM left its unclosed cold tier $childDir")
       mine
+    }
+  }
+
+  test("a SIGKILLed JVM's snapshot merge runs are deleted at the next JVM's first use of the dir") {
+    val root = Files.createTempDirectory("spillstore-sweep").toFile
+    var child: Process = null
+    var mine: ColdTier = null
+    try {
+      val parent = new File(root, "shared")
+      val (c, _) = ChildJvm.start("spillstore.cold.SnapshotRunsHolder",
+        Seq(parent.getPath, new File(root, "checkpoint").getPath), "merging")
+      // Its merge blocks opening journal 3, a named pipe: its runs stay until it is killed.
+      child = c
+      def runDirs: Seq[File] = FileUtils.listFilesAndDirs(parent, FalseFileFilter.INSTANCE,
+        TrueFileFilter.INSTANCE).toArray(Array.empty[File]).toSeq
+        .filter(_.getName.startsWith("spillstore-snapshot-runs-"))
+      val deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(30)
+      while (runDirs.forall(d => Option(d.list()).forall(_.length < 2)) && System.nanoTime() < deadline) {
+        Thread.sleep(10)
+      }
+      val runs = runDirs
+      assert(runs.size == 1 && runs.head.list().length >= 2, s"the child's runs: $runs")
+      child.destroyForcibly() // SIGKILL: no shutdown hook runs
+      assert(child.waitFor(30, TimeUnit.SECONDS) && child.exitValue() == 137)
+      mine = ColdTier.create(parent, "next")
+      assert(!runs.head.exists(), s"the killed JVM's snapshot runs ${runs.head} are still there")
+      assert(parent.list().toSet == Set(mine.dir.getParentFile.getName),
+        s"left under $parent: ${parent.list().mkString(", ")}")
+    } finally {
+      ChildJvm.stop(child)
+      if (mine != null) mine.close()
+      Files.deleteIfExists(new File(root, "checkpoint/3.journal").toPath) // deleting opens it: blocks
+      FileUtils.deleteQuietly(root)
     }
   }
 }

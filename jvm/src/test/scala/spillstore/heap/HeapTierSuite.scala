@@ -6,6 +6,8 @@ import org.scalatest.funsuite.AnyFunSuite
 
 import org.apache.spark.unsafe.Platform
 
+import spillstore.checkpoint.StateFile
+
 class HeapTierSuite extends AnyFunSuite {
   private val Off = Platform.BYTE_ARRAY_OFFSET
 
@@ -56,6 +58,23 @@ class HeapTierSuite extends AnyFunSuite {
       h.insertChanged(0, key, Off, key.length, v("x"), Off, 1))
     assert(e.getMessage.contains(s"keys are limited to ${HeapTier.MaxKeyLength} bytes"), e.getMessage)
     assert(h.numSlots === 1 && h.numChanges === 1 && get(h, 1) === Some("one"))
+  }
+
+  test("a value longer than a checkpoint file can hold is refused, as an insert or an update, " +
+    "with an error saying so; the tier is unchanged") {
+    val h = new HeapTier()
+    put(h, 1, "one")
+    h.commitBatch()
+    val value = new Array[Byte](StateFile.MaxRecordBytes + 1) // the only copy: refusals copy nothing
+    val refusals = Seq(
+      intercept[IllegalArgumentException](
+        h.insertChanged(HeapTier.hashOf(k(2)), k(2), Off, 8, value, Off, value.length)),
+      intercept[IllegalArgumentException](h.update(lookup(h, 1), value, Off, value.length)))
+    refusals.foreach { e =>
+      assert(e.getMessage.contains(s"${value.length} bytes: values are limited to " +
+        s"${StateFile.MaxRecordBytes} bytes"), e.getMessage)
+    }
+    assert(h.numSlots === 1 && h.numChanges === 0 && get(h, 1) === Some("one"))
   }
 
   test("abort restores the committed state, whatever the batch did to a key") {

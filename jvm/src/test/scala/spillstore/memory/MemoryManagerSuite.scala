@@ -211,6 +211,33 @@ class MemoryManagerSuite extends AnyFunSuite {
     assert(fx.mm.status.budgetBytes === Runtime.getRuntime.maxMemory / 2)
   }
 
+  test("a store leaving while another arrives never leaves a laxer conf in force than theirs") {
+    val lax = MemoryConf(budgetBytes = Some(4000), pressureMonitor = false)
+    val strict = MemoryConf(budgetBytes = Some(1000), pressureMonitor = false)
+    val mm = new MemoryManager(lax, clock = () => 100 * Sec)
+    mm.register(new FakeSpillable("lax"), lax)
+    var leaving = new FakeSpillable("strict-0")
+    mm.register(leaving, strict)
+    val barrier = new CyclicBarrier(2)
+    val deadline = System.nanoTime() + 4 * Sec
+    var round = 0
+    // The race is narrow: many rounds, each a real unregister racing a real register.
+    while (round < 20000 && System.nanoTime() < deadline) {
+      round += 1
+      val arriving = new FakeSpillable(s"strict-$round")
+      val gone = leaving
+      val other = new Thread(() => { barrier.await(); mm.unregister(gone) }, "unregister")
+      other.start()
+      barrier.await()
+      mm.register(arriving, strict)
+      other.join()
+      assert(mm.effectiveBudgetBytes === 1000,
+        s"round $round: a laxer budget is in force than the strictest registered store asks for")
+      leaving = arriving
+    }
+    mm.close()
+  }
+
   test("8 threads x 50 spillables growing at once: no deadlock, and within the budget at rest") {
     hammer(budget = 20000, seed = 1, pressure = false)
   }

@@ -1,0 +1,29 @@
+package spillstore.cold
+
+import java.io.File
+import java.nio.file.Files
+
+import org.apache.commons.io.FileUtils
+import org.scalatest.funsuite.AnyFunSuite
+
+/** A cold tier's own resources. */
+class ColdTierSuite extends AnyFunSuite {
+  test("a cold tier that fails to open frees its native objects: failing again and again " +
+    "(as eviction retries on an unusable disk) does not grow native memory") {
+    val root = Files.createTempDirectory("spillstore-cold-tier").toFile
+    var child: Process = null
+    try {
+      val failures = 20000
+      // A fixed, pre-touched heap: the child's resident memory grows only natively.
+      val (c, grew) = ChildJvm.start("spillstore.cold.ColdTierOpenFailures",
+        Seq(new File(root, "not-a-dir").getPath, failures.toString), "grew ",
+        jvmOptions = Seq("-Xms128m", "-Xmx128m", "-XX:+AlwaysPreTouch"))
+      child = c
+      assert(grew.toLong < 8L * 1024 * 1024,
+        s"resident memory grew by $grew bytes over $failures failed opens")
+    } finally {
+      ChildJvm.stop(child)
+      FileUtils.deleteQuietly(root)
+    }
+  }
+}

@@ -1,0 +1,38 @@
+package spillstore.cold
+
+import java.io.File
+
+import scala.sys.process._
+
+import org.apache.hadoop.conf.Configuration
+import org.apache.hadoop.fs.Path
+
+import org.apache.spark.sql.execution.streaming.state.SpillStoreSparkBridge
+
+import spillstore.checkpoint.{CheckpointDir, Snapshotter, StateFile}
+
+/**
+ * A child JVM of LocalDirsSweepSuite: snapshots a checkpoint with its merge runs under the
+ * given parent, and never finishes: the last journal is a named pipe nobody writes, so the
+ * merge blocks opening it, with the runs of the journals before it on disk. Prints `merging`
+ * first; the test kills it.
+ *
+ * Usage: SnapshotRunsHolder <parent> <checkpoint dir>
+ */
+object SnapshotRunsHolder {
+  def main(args: Array[String]): Unit = {
+    val checkpoint = new File(args(1))
+    val dir = new CheckpointDir(new Path(checkpoint.toURI), new Configuration,
+      SpillStoreSparkBridge.compressionCodec("lz4"))
+    for (v <- 1L to 2L) dir.write(StateFile.Journal, v, format = 1) { w =>
+      (0 until 10).foreach(i => w.record(s"key-$v-$i".getBytes, new Array[Byte](10)))
+    }
+    val stuck = new File(checkpoint, "3.journal")
+    assert(Seq("mkfifo", stuck.getPath).! == 0, s"mkfifo $stuck failed")
+    println("merging")
+    System.out.flush()
+    new Snapshotter(dir, () => new File(args(0)), maxKeysInMemory = 1)
+      .snapshot(3, dir.list())
+    sys.error("the merge was to block on the named pipe")
+  }
+}
