@@ -46,7 +46,10 @@ final class SpillStateStore private[spillstore] (
     require(value != null, "Cannot put a null value")
     checkWritable()
     use()
-    live.put(key, value)
+    try live.put(key, value) catch {
+      // A key or value too long to hold: refused before anything changed; say whose.
+      case e: IllegalArgumentException => throw new IllegalArgumentException(s"$this: ${e.getMessage}", e)
+    }
   }
 
   private[spillstore] def removeKey(key: UnsafeRow): Unit = {

@@ -16,6 +16,7 @@ import org.apache.spark.sql.internal.SQLConf
 import org.apache.spark.sql.types._
 import org.apache.spark.unsafe.types.UTF8String
 
+import spillstore.checkpoint.StateFile
 import spillstore.cold.ColdTier
 
 class SpillStoreProviderSuite extends AnyFunSuite {
@@ -225,6 +226,24 @@ class SpillStoreProviderSuite extends AnyFunSuite {
       withProvider(rootOf(dir), keySchema = schema, spec = PrefixKeyScanStateEncoderSpec(schema, 1)) { (fresh, _) =>
         assert(scan(fresh.getReadStore(2), "a") === Set(1L, 3L, 9L))
       }
+    }
+  }
+
+  test("a value too long for a checkpoint file is refused by put, naming the store, the size " +
+    "and the limit; the batch goes on") {
+    withProvider() { (p, dir) =>
+      val s = p.getStore(0)
+      s.put(key(1), value(1))
+      val huge = new UnsafeRow(valueSchema.length)
+      huge.pointTo(new Array[Byte](StateFile.MaxRecordBytes + 8), StateFile.MaxRecordBytes + 8)
+      val e = intercept[IllegalArgumentException](s.put(key(2), huge))
+      for (part <- Seq(s.toString, s"${StateFile.MaxRecordBytes + 8} bytes",
+          s"limited to ${StateFile.MaxRecordBytes} bytes")) {
+        assert(e.getMessage.contains(part), e.getMessage)
+      }
+      s.put(key(3), value(3))
+      assert(s.commit() === 1)
+      assert(readAll(dir, 1) === Map(1L -> 1L, 3L -> 3L))
     }
   }
 
