@@ -12,7 +12,8 @@ import org.apache.spark.internal.Logging
 import spillstore.metrics.ExecutorStats
 
 /**
- * The heap budget of all [[Spillable]]s of one executor JVM together (design.md, part 4):
+ * The heap budget of all [[Spillable]]s of one executor JVM together (docs/design.md, "The
+ * memory manager"):
  * a byte budget (times the [[HeapPressureMonitor]]'s factor: the *effective* budget) and an
  * optional cap on entries (FLIP-369's max-entries-num).
  *
@@ -55,8 +56,9 @@ import spillstore.metrics.ExecutorStats
  *  - Conf changes and the pressure factor synchronize on the manager (rare; no `Spillable` is
  *    called under it).
  *
- * '''Threads.''' Relief rounds run on the thread of the owner that reports (a task thread,
- * already holding its own state's lock: other states are only tryLocked) or, for the pressure
+ * '''Threads.''' Relief rounds run on the thread of the owner that reports (a task thread in
+ * a store call of its own state, which no relief round touches: other states are only
+ * tryLocked, and only while idle) or, for the pressure
  * monitor, on `relief` (by default one daemon thread per JVM, "spillstore-memory-relief"), never
  * on the JVM's GC-notification thread, which RocksDB writes would hold up.
  *
