@@ -64,7 +64,7 @@ class SpillStoreProvider extends SparkLineProvider with Logging {
 
   /**
    * Earlier live states taken over or unloaded while a holder had them: each is freed by its
-   * holder, or by [[reclaimDoomed]] once that holder is idle, and counts in the memory budget
+   * holder, or by [[reclaimDoomed]] once that holder is gone, and counts in the memory budget
    * until then (it unregisters itself when freed).
    */
   private var doomed = List.empty[TieredState]
@@ -190,7 +190,6 @@ class SpillStoreProvider extends SparkLineProvider with Logging {
             loadedVersion = -1
             state = newLiveState()
           }
-          reclaimDoomed() // the one just doomed, if its holder is this thread
           (state.acquire(holder, taskAttemptId, holderIdle(task)), true)
         }
       // One batch at a time: a write store, or a version change, ends an open batch of this
@@ -215,21 +214,21 @@ class SpillStoreProvider extends SparkLineProvider with Logging {
   }
 
   /**
-   * When a lease's holder can be in no call of its stores: its task has ended (its completion
-   * listener runs after every thread of the task stopped calling); outside a task, where the
-   * stores belong to the thread that opened them, when that thread has died or is the caller.
+   * When a lease's holder can be in no call of its stores any more: its task has ended (its
+   * completion listener runs after every thread of the task stopped calling), or, outside a
+   * task, the thread that opened them has died. (A live opener may have handed its store to
+   * another thread, which may be in a call: only its death tells.)
    */
   private def holderIdle(task: Option[TaskContext]): () => Boolean = task match {
     case Some(t) => () => t.isCompleted()
     case None =>
       val opener = Thread.currentThread()
-      () => !opener.isAlive || (Thread.currentThread() eq opener)
+      () => !opener.isAlive
   }
 
   /**
-   * Frees the doomed states whose holder is idle without having freed them (a store abandoned
-   * outside a task, or unloaded by the thread that holds it) and forgets those freed; under the
-   * monitor.
+   * Frees the doomed states whose holder is gone without having freed them (a store abandoned
+   * outside a task) and forgets those freed; under the monitor.
    */
   private def reclaimDoomed(): Unit =
     if (doomed.nonEmpty) doomed = doomed.filterNot(s => s.isFreed || s.freeIfAbandoned())

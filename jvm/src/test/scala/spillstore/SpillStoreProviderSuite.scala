@@ -376,7 +376,10 @@ object SpillStoreProviderSuite {
 
   /**
    * Runs `f` with an initialized provider and its store directory under checkpoint `root`
-   * (by default a temp dir, deleted afterwards).
+   * (by default a temp dir, deleted afterwards). `f` runs on a thread of its own, which has
+   * ended when the provider is closed: a store it left open outside a task is then abandoned,
+   * and the unload frees it (a live thread could still be using it, directly or through
+   * another thread, so its state would stay doomed and in the memory budget).
    */
   def withProvider[T](root: String = null, sqlConf: SQLConf = new SQLConf,
       keySchema: StructType = keySchema, spec: KeyStateEncoderSpec = null,
@@ -386,7 +389,18 @@ object SpillStoreProviderSuite {
       return TempDirs.withTempDir("spill")(r => withProvider(r, sqlConf, keySchema, spec, coldTiers)(f))
     }
     val p = openProvider(root, sqlConf, keySchema, spec, coldTiers = coldTiers)
-    try f(p, p.stateStoreId.storeCheckpointLocation().toUri.getPath) finally p.close()
+    try onOwnThread(f(p, p.stateStoreId.storeCheckpointLocation().toUri.getPath))
+    finally p.close()
+  }
+
+  /** Runs `body` on a new thread and waits for it to end; its failure is rethrown here. */
+  def onOwnThread[T](body: => T): T = {
+    var result: Either[Throwable, T] = null
+    val t = new Thread(() => result = try Right(body) catch { case e: Throwable => Left(e) },
+      s"${Thread.currentThread().getName}-body")
+    t.start()
+    t.join()
+    result.fold(e => throw e, identity)
   }
 
   /** A conf with spillstore's memory budget set (a size such as "1m"). */

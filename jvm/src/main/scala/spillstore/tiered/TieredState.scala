@@ -47,15 +47,15 @@ import spillstore.metrics.ExecutorStats
  *          |       | only ask L to shrink (`requestShrink`)    |
  * doomed   | Gone  | still L's call in flight, if any; nobody  | L's holder, on its next call or at
  *          |       | else (the provider moved on to a new      |   its end: `freeIfDoomedBy(L)`;
- *          |       | state, or was unloaded)                   | anyone once L's holder is idle:
+ *          |       | state, or was unloaded)                   | anyone once L's holder is gone:
  *          |       |                                           |   `freeIfAbandoned` -> closed (freed)
  * closed   | none  | nobody: every call throws                 | -
  * }}}
  *
  * A doomed state is never freed under a call in flight: its former owner frees it between
  * calls, or the provider's maintenance, open or unload once that owner can be in no call (its
- * task ended; outside a task, where a store belongs to the thread that opened it, that thread
- * died or is the one asking). Until then it stays in the memory budget. Any misuse (a call without the lease, a transition from the wrong phase)
+ * task ended, or, outside a task, the thread that opened the store died). Until then it stays
+ * in the memory budget. Any misuse (a call without the lease, a transition from the wrong phase)
  * throws `IllegalStateException` naming the state and its phase.
  */
 final class TieredState(

@@ -26,16 +26,6 @@ class DoomedStateSuite extends AnyFunSuite {
 
   private def fill(s: StateStore, keys: Range): Unit = keys.foreach(i => s.put(key(i), value(i)))
 
-  /** Runs `body` on a new thread and waits for it (the thread has ended on return). */
-  private def onThread[T](body: => T): T = {
-    var result: Either[Throwable, T] = null
-    val t = new Thread(() => result = try Right(body) catch { case e: Throwable => Left(e) })
-    t.start()
-    t.join(60000)
-    assert(!t.isAlive, "thread did not finish")
-    result.fold(e => throw e, identity)
-  }
-
   test("the doomed state's end leaves its successor's prefix scans whole") {
     val schema = StructType(Seq(StructField("session", StringType), StructField("start", LongType)))
     val proj = UnsafeProjection.create(schema)
@@ -119,7 +109,7 @@ class DoomedStateSuite extends AnyFunSuite {
     }
   }
 
-  test("a store left open outside a task is freed when its own thread unloads the provider") {
+  test("a store left open outside a task by a thread that ended is freed by the unload") {
     val opened = new ConcurrentLinkedQueue[File]()
     val recorded = (parent: File, name: String) => {
       val tier = ColdTier.create(parent, name)
@@ -129,11 +119,11 @@ class DoomedStateSuite extends AnyFunSuite {
     TempDirs.withTempDir("spill") { root =>
       val p = openProvider(root, budgetConf("64k"), coldTiers = recorded)
       val before = p.memory.totalHeapBytes
-      try {
+      try onOwnThread {
         val s = p.getStore(0)
         fill(s, 0 until 5000)
         s.commit() // the batch's entries were pinned; now they spill
-        p.getStore(1).put(key(1), value(-1)) // left open by this thread
+        p.getStore(1).put(key(1), value(-1)) // left open
         assert(!opened.isEmpty, "nothing spilled: moot")
       } finally p.close()
       assert(p.state.isFreed)

@@ -24,16 +24,6 @@ class OwnershipSuite extends AnyFunSuite {
 
   private def fill(s: StateStore, keys: Range): Unit = keys.foreach(i => s.put(key(i), value(i)))
 
-  /** Runs `body` on a new thread and waits for it; its failure is rethrown here. */
-  private def onThread[T](body: => T): T = {
-    var result: Either[Throwable, T] = null
-    val t = new Thread(() => result = try Right(body) catch { case e: Throwable => Left(e) })
-    t.start()
-    t.join(60000)
-    assert(!t.isAlive, "thread did not finish")
-    result.fold(e => throw e, identity)
-  }
-
   test("a task's end after its commit does not release the state the next task holds") {
     withProvider(sqlConf = budgetConf("64m")) { (p, _) =>
       TestTasks.run(1) { _ => val s = p.getStore(0); fill(s, 0 until 2000); s.commit() }
@@ -45,7 +35,7 @@ class OwnershipSuite extends AnyFunSuite {
         opened.countDown()
         firstTaskEnded.await(60, TimeUnit.SECONDS)
         // A relief round on another thread must find the state owned, however task 2 ended.
-        spilledWhileOwned = onThread(p.state.trySpill(Long.MaxValue, Long.MaxValue))
+        spilledWhileOwned = onOwnThread(p.state.trySpill(Long.MaxValue, Long.MaxValue))
         assert(contents(r) === (0L until 2000L).map(i => i -> (if (i < 10) -i else i)).toMap)
       })
       TestTasks.run(2) { _ =>
@@ -69,7 +59,7 @@ class OwnershipSuite extends AnyFunSuite {
         val it = s.iterator()
         it.next()
         assert(customMetric(s, "spillstoreColdEntries") > 0, "nothing spilled: the test is moot")
-        onThread(p.close()) // Spark's unload, from a maintenance thread
+        onOwnThread(p.close()) // Spark's unload, from a maintenance thread
         def unloaded(e: IllegalStateException) = assert(e.getMessage.contains("unloaded"), e)
         unloaded(intercept[IllegalStateException](s.get(key(1))))
         unloaded(intercept[IllegalStateException](s.put(key(1), value(1))))
