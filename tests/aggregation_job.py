@@ -70,22 +70,12 @@ def main(spec_file: str) -> int:
             .trigger(availableNow=True)
             .start()
         )
-        try:
-            if not handle.awaitTermination(harness.QUERY_TIMEOUT_S):
-                report["error"] = f"not finished within {harness.QUERY_TIMEOUT_S} s"
-        except Exception as e:  # StreamingQueryException
-            report["error"], report["message"] = harness.java_error(str(e)), str(e)[:6000]
-        finally:
-            if handle.isActive:
-                handle.stop()
-        report["progress"] = json.loads(json.dumps(handle.recentProgress, default=str))
+        harness.await_query(handle, report, harness.QUERY_TIMEOUT_S)
         if report["error"] is None and spec["read_state"]:
             state = read_state(spark, spec["checkpoint"])
             Path(spec["report"]).with_name("state.json").write_text(json.dumps(state))
     finally:
-        spark.stop()
-        report["seconds"] = round(time.monotonic() - started, 1)
-        Path(spec["report"]).write_text(json.dumps(report))
+        harness.write_job_report(spark, report, spec["report"], started)
     return 0
 
 

@@ -509,6 +509,53 @@ def run_job(args: Sequence[str], workdir: Path, timeout_s: float
     return subprocess.CompletedProcess(proc.args, proc.returncode, stdout, stderr)
 
 
+def run_reporting_job(job: Path, spec: Mapping[str, Any], workdir: Path, timeout_s: float
+                      ) -> dict[str, Any]:
+    """Run ``job SPEC.json`` (see ``run_job``) with ``spec`` and ``report``, the file the job
+    writes its report to (JSON: at least ``error``, the query's Java exception or null, and
+    ``message``), and return the report. Fails with the Java exception's first line if the
+    job wrote no report, its query failed or it exited non-zero."""
+    report_file, spec_file = workdir / "report.json", workdir / "spec.json"
+    spec_file.write_text(json.dumps({**spec, "report": str(report_file)}))
+    started = time.monotonic()
+    job_run = run_job([str(job), str(spec_file)], workdir, timeout_s=timeout_s)
+    print(f"\n{job.name} {dict(spec)}: {time.monotonic() - started:.1f} s")
+    assert report_file.exists(), (
+        f"{job.name} wrote no report (exit {job_run.returncode}, "
+        f"{java_error(job_run.stderr)}):\n{job_run.stderr[-6000:]}")
+    report: dict[str, Any] = json.loads(report_file.read_text())
+    assert report["error"] is None, (
+        f"the query failed: {report['error']}\n{report['message']}")
+    assert job_run.returncode == 0, job_run.stderr[-6000:]
+    return report
+
+
+def await_query(handle: Any, report: dict[str, Any], timeout_s: float) -> None:
+    """In a job script: wait for a streaming query to end (stopping it after ``timeout_s``),
+    and record in ``report`` its failure (``error``, the Java exception's first line, and
+    ``message``) and the progress of every batch (``progress``)."""
+    try:
+        if not handle.awaitTermination(timeout_s):
+            report["error"] = f"not finished within {timeout_s} s"
+    except Exception as e:  # StreamingQueryException
+        report["error"], report["message"] = java_error(str(e)), str(e)[:6000]
+    finally:
+        if handle.isActive:
+            handle.stop()
+    report["progress"] = json.loads(json.dumps(handle.recentProgress, default=str))
+
+
+def write_job_report(spark: Any, report: dict[str, Any], report_file: str,
+                     started: float) -> None:
+    """In a job script, at its end whatever happened: stop the session and write ``report``
+    (with ``seconds`` since ``started``, a ``time.monotonic()``) to ``report_file``."""
+    try:
+        spark.stop()
+    finally:
+        report["seconds"] = round(time.monotonic() - started, 1)
+        Path(report_file).write_text(json.dumps(report))
+
+
 def _group_alive(pgid: int) -> bool:
     """Some process (not a zombie) is still in process group ``pgid``."""
     for entry in os.listdir("/proc"):

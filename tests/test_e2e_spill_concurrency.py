@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import json
 import random
-import time
 from pathlib import Path
 from typing import Any
 
@@ -33,21 +32,9 @@ def _run_job(workdir: Path, batches: list[list[tuple[int, ...]]], **spec: Any
     the Java exception's first line if the job or its query failed."""
     input_dir, checkpoint, output = (workdir / d for d in ("input", "checkpoint", "output"))
     harness.write_batches(input_dir, SCHEMAS[spec["shape"]], batches, range(len(batches)))
-    report_file = workdir / "report.json"
-    spec_file = workdir / "spec.json"
-    spec_file.write_text(json.dumps({
-        **spec, "input": str(input_dir), "checkpoint": str(checkpoint), "output": str(output),
-        "report": str(report_file)}))
-    started = time.monotonic()
-    job = harness.run_job([str(JOB), str(spec_file)], workdir, timeout_s=600)
-    print(f"\naggregation_job.py {spec}: {time.monotonic() - started:.1f} s")
-    assert report_file.exists(), (
-        f"aggregation_job.py wrote no report (exit {job.returncode}, "
-        f"{harness.java_error(job.stderr)}):\n{job.stderr[-6000:]}")
-    report = json.loads(report_file.read_text())
-    assert report["error"] is None, (
-        f"the query failed: {report['error']}\n{report['message']}")
-    assert job.returncode == 0, job.stderr[-6000:]
+    report = harness.run_reporting_job(JOB, {
+        **spec, "input": str(input_dir), "checkpoint": str(checkpoint), "output": str(output)},
+        workdir, timeout_s=600)
     return report, harness.read_outputs(output)
 
 

@@ -206,24 +206,19 @@ class SpillStoreProviderSuite extends AnyFunSuite {
   }
 
   test("prefix scan finds keys by their first columns, through updates and removals") {
-    val schema = StructType(Seq(StructField("session", StringType), StructField("start", LongType)))
-    val proj = UnsafeProjection.create(schema)
-    def k(s: String, t: Long) = proj(new GenericInternalRow(Array[Any](UTF8String.fromString(s), t))).copy()
-    val prefixProj = UnsafeProjection.create(StructType(schema.take(1)))
-    def prefix(s: String) = prefixProj(new GenericInternalRow(Array[Any](UTF8String.fromString(s)))).copy()
-    withProvider(keySchema = schema, spec = PrefixKeyScanStateEncoderSpec(schema, 1)) { (p, dir) =>
+    import Sessions._
+    withProvider(keySchema = schema, spec = spec) { (p, dir) =>
       val s0 = p.getStore(0)
       for (s <- Seq("a", "b"); t <- 1L to 3L) s0.put(k(s, t), value(t))
       s0.commit()
       val s1 = p.getStore(1)
       s1.remove(k("a", 2))
       s1.put(k("a", 9), value(9))
-      def scan(store: ReadStateStore, s: String) = store.prefixScan(prefix(s)).map(_.key.getLong(1)).toSet
       assert(scan(s1, "a") === Set(1L, 3L, 9L))
       assert(scan(s1, "b") === Set(1L, 2L, 3L))
       assert(scan(s1, "zzz") === Set.empty)
       s1.commit()
-      withProvider(rootOf(dir), keySchema = schema, spec = PrefixKeyScanStateEncoderSpec(schema, 1)) { (fresh, _) =>
+      withProvider(rootOf(dir), keySchema = schema, spec = spec) { (fresh, _) =>
         assert(scan(fresh.getReadStore(2), "a") === Set(1L, 3L, 9L))
       }
     }
@@ -401,6 +396,22 @@ object SpillStoreProviderSuite {
     t.start()
     t.join()
     result.fold(e => throw e, identity)
+  }
+
+  /** Session-window keys (session, start) whose prefix scans go by session. */
+  object Sessions {
+    val schema: StructType =
+      StructType(Seq(StructField("session", StringType), StructField("start", LongType)))
+    val spec: KeyStateEncoderSpec = PrefixKeyScanStateEncoderSpec(schema, 1)
+    private val proj = UnsafeProjection.create(schema)
+    private val prefixProj = UnsafeProjection.create(StructType(schema.take(1)))
+    def k(session: String, start: Long): UnsafeRow =
+      proj(new GenericInternalRow(Array[Any](UTF8String.fromString(session), start))).copy()
+    def prefix(session: String): UnsafeRow =
+      prefixProj(new GenericInternalRow(Array[Any](UTF8String.fromString(session)))).copy()
+    /** The starts of `session`'s keys. */
+    def scan(store: ReadStateStore, session: String): Set[Long] =
+      store.prefixScan(prefix(session)).map(_.key.getLong(1)).toSet
   }
 
   /** A conf with spillstore's memory budget set (a size such as "1m"). */

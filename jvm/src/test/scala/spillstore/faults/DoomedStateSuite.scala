@@ -7,10 +7,7 @@ import java.util.concurrent.{ConcurrentLinkedQueue, CountDownLatch, TimeUnit}
 import org.scalatest.funsuite.AnyFunSuite
 
 import org.apache.spark.TestTasks
-import org.apache.spark.sql.catalyst.expressions.{GenericInternalRow, UnsafeProjection}
-import org.apache.spark.sql.execution.streaming.state.{PrefixKeyScanStateEncoderSpec, ReadStateStore, StateStore}
-import org.apache.spark.sql.types.{LongType, StringType, StructField, StructType}
-import org.apache.spark.unsafe.types.UTF8String
+import org.apache.spark.sql.execution.streaming.state.StateStore
 
 import spillstore.SpillStoreProviderSuite._
 import spillstore.TempDirs
@@ -26,14 +23,19 @@ class DoomedStateSuite extends AnyFunSuite {
 
   private def fill(s: StateStore, keys: Range): Unit = keys.foreach(i => s.put(key(i), value(i)))
 
+  /** Opens cold tiers as the provider does, and the directories of those it opened, in order. */
+  private def recordingColdTiers(): (ConcurrentLinkedQueue[File], (File, String) => ColdTier) = {
+    val opened = new ConcurrentLinkedQueue[File]()
+    (opened, (parent, name) => {
+      val tier = ColdTier.create(parent, name)
+      opened.add(tier.dir)
+      tier
+    })
+  }
+
   test("the doomed state's end leaves its successor's prefix scans whole") {
-    val schema = StructType(Seq(StructField("session", StringType), StructField("start", LongType)))
-    val proj = UnsafeProjection.create(schema)
-    def k(s: String, t: Long) = proj(new GenericInternalRow(Array[Any](UTF8String.fromString(s), t))).copy()
-    val prefixProj = UnsafeProjection.create(StructType(schema.take(1)))
-    def prefix(s: String) = prefixProj(new GenericInternalRow(Array[Any](UTF8String.fromString(s)))).copy()
-    def scan(store: ReadStateStore, s: String) = store.prefixScan(prefix(s)).map(_.key.getLong(1)).toSet
-    withProvider(keySchema = schema, spec = PrefixKeyScanStateEncoderSpec(schema, 1)) { (p, _) =>
+    import Sessions._
+    withProvider(keySchema = schema, spec = spec) { (p, _) =>
       TestTasks.run(1) { _ =>
         val s = p.getStore(0)
         for (g <- Seq("a", "b"); t <- 1L to 3L) s.put(k(g, t), value(t))
@@ -64,12 +66,7 @@ class DoomedStateSuite extends AnyFunSuite {
   }
 
   test("a doomed state whose holder is gone is freed by maintenance, and counted until then") {
-    val opened = new ConcurrentLinkedQueue[File]()
-    val recorded = (parent: File, name: String) => {
-      val tier = ColdTier.create(parent, name)
-      opened.add(tier.dir)
-      tier
-    }
+    val (opened, recorded) = recordingColdTiers()
     withProvider(sqlConf = budgetConf("256k"), coldTiers = recorded) { (p, dir) =>
       TestTasks.run(1) { _ => val s = p.getStore(0); fill(s, 0 until 2000); s.commit() }
       assert(opened.isEmpty, "version 1 spilled: the test cannot tell whose cold tier is whose")
@@ -110,12 +107,7 @@ class DoomedStateSuite extends AnyFunSuite {
   }
 
   test("a store left open outside a task by a thread that ended is freed by the unload") {
-    val opened = new ConcurrentLinkedQueue[File]()
-    val recorded = (parent: File, name: String) => {
-      val tier = ColdTier.create(parent, name)
-      opened.add(tier.dir)
-      tier
-    }
+    val (opened, recorded) = recordingColdTiers()
     TempDirs.withTempDir("spill") { root =>
       val p = openProvider(root, budgetConf("64k"), coldTiers = recorded)
       val before = p.memory.totalHeapBytes
