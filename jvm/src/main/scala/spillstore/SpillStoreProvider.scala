@@ -334,12 +334,12 @@ class SpillStoreProvider extends SparkLineProvider with Logging {
       val millis = nanos / 1000000
       ExecutorStats.addCommit(written.bytes, written.records, nanos)
       loadedVersion = newVersion
-      // While the lease still owns the state (RocksDB is read only by its user), after the
-      // evictions the commit made room for, so that they count in this batch.
-      state.settle("committed")
-      val stats = CommitStats(written.bytes, written.records, millis, store.snapshotOnCommit,
-        state.takeBatchCounters(), liveFigures(state))
-      endBatch(store, SpillStateStore.Committed, "committed")(())
+      var stats: CommitStats = null
+      // As the lease ends, after the evictions the commit made room for (they count in this
+      // batch), while it still owns the state (RocksDB is read only by its user).
+      endBatch(store, SpillStateStore.Committed, "committed", lastLook = () =>
+        stats = CommitStats(written.bytes, written.records, millis, store.snapshotOnCommit,
+          state.takeBatchCounters(), liveFigures(state)))(())
       logDebug(s"Committed $store as version $newVersion (${written.records} changes, " +
         s"${written.bytes} bytes, $millis ms)")
       stats
@@ -357,13 +357,16 @@ class SpillStoreProvider extends SparkLineProvider with Logging {
     newVersion
   }
 
-  /** Under the lock: ends `store`'s batch with `change`, its state and its lease. */
-  private def endBatch(store: SpillStateStore, to: SpillStateStore.State, why: String)(
-      change: => Unit): Unit = {
+  /**
+   * Under the lock: ends `store`'s batch with `change`, its state and its lease (`lastLook`
+   * runs as the lease ends: see [[TieredState.release]]).
+   */
+  private def endBatch(store: SpillStateStore, to: SpillStateStore.State, why: String,
+      lastLook: () => Unit = () => ())(change: => Unit): Unit = {
     try change finally {
       if (writer eq store) writer = null
       store.state = to
-      state.release(store.lease, why)
+      state.release(store.lease, why, lastLook)
     }
   }
 

@@ -188,12 +188,15 @@ final class TieredState(
    * memory manager asked meanwhile (an owned state cannot be spilled by others), then goes idle.
    * Returns false when `l` already ended, so a second release (the task's completion listener
    * after a commit) does nothing, except freeing a state `l` was the last owner of.
+   * `lastLook` runs after those evictions, while `l` still owns the state: a commit reads the
+   * figures it reports there (RocksDB is read only by its user), evictions its end made room
+   * for included.
    */
-  def release(l: Lease, reason: String): Boolean = {
+  def release(l: Lease, reason: String, lastLook: () => Unit = () => ()): Boolean = {
     if (l == null || (lease ne l)) { freeIfDoomedBy(l); false }
     else {
       closeScans()
-      try settle(reason) finally locked {
+      try { settle(reason); lastLook() } finally locked {
         if (lease eq l) { // else revoked or unloaded meanwhile: doomed, freed below
           publishCounters()
           l.endedBy = reason
@@ -211,13 +214,11 @@ final class TieredState(
   }
 
   /**
-   * The growth hook once the owner's batch has ended (committed or aborted), before it lets go
-   * (and before a commit reads the figures it reports, so that they count what the batch's end
-   * made room for). An eviction that fails here (the cold tier's disk) must not fail the commit
-   * or abort that ended the batch: it is logged, and the next growth report or relief round
-   * tries again.
+   * The growth hook as the owner lets go. Its batch has ended (committed or aborted), so an
+   * eviction that fails here (the cold tier's disk) must not fail the commit or abort that
+   * ended it: it is logged, and the next growth report or relief round tries again.
    */
-  def settle(reason: String): Unit =
+  private def settle(reason: String): Unit =
     try onGrowth(this) catch {
       case NonFatal(e) =>
         logWarning(s"$this could not evict on release ($reason); the next batch or relief " +

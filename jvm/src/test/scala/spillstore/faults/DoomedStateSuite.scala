@@ -124,6 +124,22 @@ class DoomedStateSuite extends AnyFunSuite {
     }
   }
 
+  test("a commit's figures count the evictions its end made room for, with an iterator of " +
+    "the batch left open (Spark 3.5 and 4.0 leave them)") {
+    withProvider(sqlConf = budgetConf("1")) { (p, _) =>
+      TestTasks.run(1) { _ => val s = p.getStore(0); fill(s, 0 until 100); s.commit() }
+      TestTasks.run(2) { _ =>
+        val s = p.getStore(1)
+        val it = s.iterator()
+        it.next() // left open: it pins the heap until the batch ends
+        fill(s, 1000 until 1100)
+        s.commit()
+        assert(customMetric(s, "spillstoreHeapEntries") === 0, "evictions after the figures")
+        assert(customMetric(s, "spillstoreEvictions") >= 100)
+      }
+    }
+  }
+
   test("a commit reads its figures (the cold tier's size) while its lease owns the state") {
     val unowned = new ConcurrentLinkedQueue[String]()
     @volatile var provider: spillstore.SpillStoreProvider = null
