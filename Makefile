@@ -5,6 +5,8 @@
 # 4.3 is the default line: .venv (pyspark 4.3.0), the JVM unit suites, the demo. Every other
 # line has its own venv, .venv-<line>, with that line's pyspark, for its end-to-end tests.
 PYTHON ?= python3
+# The one place the version is written (build.sbt and the Python package read it too).
+VERSION := $(shell cat python/spillstore/VERSION)
 VENV := .venv
 PY := $(VENV)/bin/python
 LINES := 3.5 4.0 4.1 4.2 4.3
@@ -27,7 +29,7 @@ E2E_SMALL := tests/test_package.py tests/test_cli.py tests/test_e2e_spillstore.p
 
 .PHONY: all venv venvs jar jars demo test test-fast test-jvm test-python test-heavy \
   test-lines test-conformance $(foreach l,$(OTHER_LINES),test-line-$(l) test-conformance-$(l)) \
-  bench bench-api clean
+  test-install dist bench bench-api clean
 
 all: jar
 
@@ -69,13 +71,23 @@ jar jars: $(PKG_JAR)
 demo: $(PKG_JAR)
 	$(PY) -m spillstore demo
 
+# What a release publishes, in dist/: the wheel and the sdist (the five jars inside; the wheel
+# is built from the sdist, so the sdist is complete), and per Spark line the Maven artifacts
+# (jar, sources, scaladoc, POM; .md5/.sha1 each) in dist/maven, a Maven-layout repository.
+dist: $(PKG_JAR)
+	rm -rf dist python/build
+	bin/sbt $(foreach l,$(LINES),$(call sbt_of,$(l))/publish)
+	$(PY) -m build --no-isolation --outdir dist python
+	rm -rf python/build
+	cd dist && sha256sum spillstore-$(VERSION)* > SHA256SUMS
+
 # JVM tests keep their temp files in jvm/target/test-tmp (build.sbt), removed after the run.
 test-jvm: $(VENV)/.installed
 	rm -rf jvm/target/test-tmp
 	bin/sbt spillstore/test; status=$$?; rm -rf jvm/target/test-tmp; exit $$status
 
 test-python: $(PKG_JAR)
-	$(PY) -m pytest -q -m "not heavy" tests
+	$(PY) -m pytest -q -m "not heavy and not install" tests
 
 test-heavy: $(PKG_JAR)
 	$(PY) -m pytest -q -s -m heavy tests
@@ -93,15 +105,21 @@ test-conformance: $(foreach l,$(OTHER_LINES),test-conformance-$(l))
 # Each run has its own --basetemp: pytest deletes other runs' dirs under the shared
 # /tmp/pytest-of-<user> (retention 0), which breaks runs going on at the same time.
 test-line-3.5: $(PKG_JAR) .venv-3.5/.installed
-	.venv-3.5/bin/python -m pytest -q -m "not heavy and not browser" --basetemp=target/pytest-3.5 tests
+	.venv-3.5/bin/python -m pytest -q -m "not heavy and not browser and not install" --basetemp=target/pytest-3.5 tests
 
 $(foreach l,4.0 4.1 4.2,test-line-$(l)): test-line-%: $(PKG_JAR) .venv-%/.installed
-	.venv-$*/bin/python -m pytest -q -m "not heavy and not browser" --basetemp=target/pytest-$* $(E2E_SMALL)
+	.venv-$*/bin/python -m pytest -q -m "not heavy and not browser and not install" --basetemp=target/pytest-$* $(E2E_SMALL)
 
 test-lines: $(foreach l,$(OTHER_LINES),test-conformance-$(l) test-line-$(l))
 
-# All tests: JVM, Python and end to end on 4.3, then the heavy suites, then every other line.
-test: test-jvm test-python test-heavy test-lines
+# dist/ installed as users install it, outside the repository: the wheel into a fresh venv,
+# and the Maven artifacts through spark-submit --packages, on 4.3 and 3.5.
+test-install: dist
+	$(PY) -m pytest -q -m install --basetemp=target/pytest-install tests/test_install.py
+
+# All tests: JVM, Python and end to end on 4.3, then the heavy suites, then every other line,
+# then the release artifacts installed.
+test: test-jvm test-python test-heavy test-lines test-install
 
 # Everything but the heavy suites and the other lines, for quick iterations (4.3 only).
 test-fast: test-jvm test-python
@@ -117,4 +135,4 @@ bench-api: $(VENV)/.installed
 	bin/sbt 'set spillstore / Test / javaOptions += "-Xmx12g"' "spillstore/Test/runMain spillstore.bench.ApiBench $(BENCH_ARGS)"
 
 clean:
-	rm -rf target jvm/target jvm/lines project/target python/spillstore/jars
+	rm -rf target jvm/target jvm/lines project/target python/spillstore/jars dist python/build

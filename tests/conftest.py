@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import time
+import zipfile
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -13,8 +14,36 @@ from typing import Any
 
 import harness
 import pytest
+import spillstore
 
 OPERATORS_JOB = Path(__file__).with_name("operators_job.py")
+
+
+def write_stand_in_jar(path: Path, line: str, version: str | None = spillstore.__version__) -> None:
+    """A jar holding only the manifest the build writes: built for ``line`` at ``version``
+    (None leaves the version out, as in a jar built before the manifest recorded it)."""
+    attributes = {"Manifest-Version": "1.0", "Spillstore-Spark-Line": line}
+    if version is not None:
+        attributes["Implementation-Version"] = version
+    manifest = "".join(f"{key}: {value}\r\n" for key, value in attributes.items())
+    with zipfile.ZipFile(path, "w") as jar:
+        jar.writestr("META-INF/MANIFEST.MF", manifest)
+
+
+@pytest.fixture
+def jar(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> str:
+    """Stand-ins for the bundled jars (one per Spark line, with the manifest the build writes),
+    so the package's tests do not depend on `make jar`; returns the one for the installed
+    pyspark."""
+    import pyspark
+    from spillstore import SPARK_LINES, _config, _lines
+
+    jars = tmp_path / "jars"
+    jars.mkdir()
+    for line in SPARK_LINES.values():
+        write_stand_in_jar(jars / line.jar, line.line)
+    monkeypatch.setattr(_config, "_JAR_DIR", jars)
+    return str(jars / _lines.line_of(pyspark.__version__).jar)
 
 
 @pytest.fixture(scope="session")

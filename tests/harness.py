@@ -472,10 +472,16 @@ def descendants(pid: int) -> list[int]:
     return out
 
 
-def run_job(args: Sequence[str], workdir: Path, timeout_s: float
-            ) -> subprocess.CompletedProcess[str]:
+def run_job(args: Sequence[str], workdir: Path, timeout_s: float,
+            launcher: Sequence[str] = (sys.executable,),
+            env: Mapping[str, str | None] | None = None,
+            cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
     """Run ``python ARGS...`` (a job script that starts its own SparkSession, hence its own
-    JVM) and wait for it, capturing its output.
+    JVM) and wait for it, capturing its output. ``launcher`` replaces ``python`` (another
+    venv's python, spark-submit with its options), ``env`` adds to or replaces variables of
+    this process' environment (None removes one; ``PYSPARK_PYTHON`` is this interpreter
+    unless given), ``cwd``
+    is where it runs (this process' directory by default).
 
     The job runs in a process group of its own with ``TMPDIR=<workdir>/tmp``: its Python's
     temporary files, and through ``session_builder`` its JVM's (Spark's local dirs, cold
@@ -484,9 +490,10 @@ def run_job(args: Sequence[str], workdir: Path, timeout_s: float
     deleted. A timeout raises AssertionError with the end of the job's stderr."""
     tmp = workdir / "tmp"
     tmp.mkdir(parents=True, exist_ok=True)
-    env = {**os.environ, "TMPDIR": str(tmp), "PYSPARK_PYTHON": sys.executable}
-    proc = subprocess.Popen([sys.executable, *args], stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True, env=env, start_new_session=True)
+    merged = {**os.environ, "PYSPARK_PYTHON": sys.executable, **(env or {}), "TMPDIR": str(tmp)}
+    proc = subprocess.Popen([*launcher, *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True, env={k: v for k, v in merged.items() if v is not None},
+                            cwd=cwd, start_new_session=True)
     timed_out = False
     try:
         try:

@@ -14,21 +14,11 @@ from pyspark.sql import SparkSession
 from spillstore import SPARK_LINES, _config, _lines
 from spillstore.metrics import cache_hit_ratio, state_metrics
 
+from conftest import write_stand_in_jar
+
 PREFIX = "spark.sql.streaming.stateStore.spillstore."
 UI_LIST = "spark.sql.streaming.ui.enabledCustomMetricList"
 LISTENERS = "spark.sql.streaming.streamingQueryListeners"
-
-
-@pytest.fixture
-def jar(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> str:
-    """Stand-ins for the bundled jars (one per Spark line), so these tests do not depend on
-    `make jar`; returns the one for the installed pyspark."""
-    jars = tmp_path / "jars"
-    jars.mkdir()
-    for line in SPARK_LINES.values():
-        (jars / line.jar).write_bytes(b"PK\x05\x06" + b"\x00" * 18)  # an empty zip
-    monkeypatch.setattr(_config, "_JAR_DIR", jars)
-    return str(jars / _lines.line_of(pyspark.__version__).jar)
 
 
 def _builder_conf(builder: Any) -> dict[str, str]:
@@ -186,6 +176,38 @@ def test_supported_spark_version(jar: str, monkeypatch: pytest.MonkeyPatch,
 
 def test_jar_path(jar: str) -> None:
     assert spillstore.jar_path() == jar
+
+
+def test_jar_of_another_line_is_refused_naming_both(
+    jar: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    installed = _lines.line_of(pyspark.__version__)
+    other = next(line for line in SPARK_LINES.values() if line != installed)
+    write_stand_in_jar(Path(jar), other.line)  # e.g. a 4.2 jar renamed by hand
+    builder = SparkSession.Builder()
+    with pytest.raises(spillstore.JarMismatchError) as error:
+        spillstore.configure(builder)
+    message = str(error.value)
+    assert f"built for Spark {other.line}" in message
+    assert f"installed pyspark is {pyspark.__version__} (Spark {installed.line})" in message
+    assert builder._options == {}, "nothing may be set when the jar is wrong"
+
+
+@pytest.mark.parametrize("version", ["0.0.9", None])
+def test_jar_of_another_version_is_refused(jar: str, version: str | None) -> None:
+    write_stand_in_jar(Path(jar), _lines.line_of(pyspark.__version__).line, version=version)
+    with pytest.raises(spillstore.JarMismatchError, match="make jar") as error:
+        spillstore.jar_path()
+    assert f"this spillstore package is {spillstore.__version__}" in str(error.value)
+
+
+def test_bundled_jars_record_their_line_and_version() -> None:
+    """The real jars (`make jar`): each manifest names the line its file name says and this
+    package's version."""
+    for line in SPARK_LINES.values():
+        built = _config._manifest(_config._JAR_DIR / line.jar)
+        assert built["Spillstore-Spark-Line"] == line.line, line.jar
+        assert built["Implementation-Version"] == spillstore.__version__, line.jar
 
 
 def test_missing_jar(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

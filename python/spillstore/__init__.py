@@ -19,6 +19,7 @@ stopped query's state onto spillstore (or back to Spark's default provider).
 
 from ._config import (
     CONF_PREFIX,
+    JarMismatchError,
     PLUGIN_CLASS,
     PLUGINS_CONF,
     PROVIDER_CLASS,
@@ -32,6 +33,7 @@ from ._config import (
     option_key,
 )
 from ._lines import SPARK_LINES, SparkLine
+from ._version import __version__
 from .migrate import MigrationRefused, MigrationResult, migrate
 from .metrics import (
     METRICS,
@@ -43,10 +45,10 @@ from .metrics import (
     summary,
 )
 
-__version__ = "0.1.0"
 
 __all__ = [
     "CONF_PREFIX",
+    "JarMismatchError",
     "METRICS",
     "MigrationRefused",
     "MigrationResult",

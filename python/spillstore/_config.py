@@ -5,13 +5,16 @@ from __future__ import annotations
 import os
 import re
 import warnings
+import zipfile
 from pathlib import Path
 from typing import Any, TypeVar
 
 from ._lines import SUPPORTED_PYSPARK, SparkLine, line_of, supported_lines_text
+from ._version import __version__
 
 __all__ = [
     "CONF_PREFIX",
+    "JarMismatchError",
     "PLUGIN_CLASS",
     "PLUGINS_CONF",
     "PROVIDER_CLASS",
@@ -81,6 +84,41 @@ class UnsupportedSparkVersionError(RuntimeError):
     """The installed pyspark is not one of the Spark lines spillstore has a jar for."""
 
 
+class JarMismatchError(RuntimeError):
+    """The provider jar found for the installed pyspark was built for another Spark line or
+    another spillstore version (a jar copied or renamed by hand, or left from an older build)."""
+
+
+def _manifest(jar: Path) -> dict[str, str]:
+    """The main attributes of ``jar``'s manifest (empty if it has none)."""
+    with zipfile.ZipFile(jar) as archive:
+        try:
+            text = archive.read("META-INF/MANIFEST.MF").decode("utf-8")
+        except KeyError:
+            return {}
+    # Continuation lines start with one space (JAR spec); the main section ends at a blank line.
+    text = text.replace("\r\n", "\n").replace("\n ", "").split("\n\n", 1)[0]
+    return dict(line.split(": ", 1) for line in text.splitlines() if ": " in line)
+
+
+def _check_jar(jar: Path, line: SparkLine, installed: str) -> None:
+    attributes = _manifest(jar)
+    built_for = attributes.get("Spillstore-Spark-Line", "an unknown line")
+    built_version = attributes.get("Implementation-Version", "an unknown version")
+    if built_for != line.line:
+        raise JarMismatchError(
+            f"{jar} is built for Spark {built_for}, but the installed pyspark is {installed} "
+            f"(Spark {line.line}), which needs {line.jar} built for Spark {line.line}. "
+            "Reinstall the spillstore package; in a source checkout run `make jar`."
+        )
+    if built_version != __version__:
+        raise JarMismatchError(
+            f"{jar} is spillstore {built_version}, but this spillstore package is "
+            f"{__version__}. Reinstall the spillstore package; in a source checkout run "
+            "`make jar`."
+        )
+
+
 def jar_path() -> str:
     """Return the absolute path of the bundled provider jar for the installed pyspark's line
     (e.g. ``spillstore-spark3.5_2.12.jar`` next to pyspark 3.5.x).
@@ -90,14 +128,18 @@ def jar_path() -> str:
         FileNotFoundError: the jar is not there, e.g. in a source checkout where it has not
             been built yet. Run ``make jar`` in the spillstore repository (it builds the jars
             and copies them into ``python/spillstore/jars/``), or reinstall the package.
+        JarMismatchError: the jar's manifest says it was built for another Spark line, or is
+            another spillstore version than this package.
     """
-    jar = _JAR_DIR / _spark_line().jar
+    line, installed = _spark_line()
+    jar = _JAR_DIR / line.jar
     if not jar.is_file():
         raise FileNotFoundError(
             f"spillstore's provider jar is missing: {jar} does not exist. "
             "In a source checkout run `make jar` (it builds the jars in target/ and copies "
             "them into python/spillstore/jars/); otherwise reinstall the spillstore package."
         )
+    _check_jar(jar, line, installed)
     return str(jar)
 
 
@@ -129,21 +171,20 @@ def _render(name: str, value: Any) -> str:
     )
 
 
-def _spark_line() -> SparkLine:
+def _spark_line() -> tuple[SparkLine, str]:
+    """The installed pyspark's line and version."""
     import pyspark
 
     installed = getattr(pyspark, "__version__", "unknown")
     line = line_of(installed)
     if line is None:
-        from . import __version__
-
         raise UnsupportedSparkVersionError(
             f"spillstore {__version__} supports pyspark {SUPPORTED_PYSPARK} (Spark lines "
             f"{supported_lines_text()}, one provider jar each, compiled against that line's "
             f"state store API), but the installed pyspark is {installed}. Install a pyspark of "
             "one of those lines, e.g. pyspark==4.3.0 or pyspark==3.5.*."
         )
-    return line
+    return line, installed
 
 
 def _check_spark_version() -> None:
@@ -226,6 +267,8 @@ def configure(builder_or_conf: T, /, **options: bool | int | float | str) -> T:
     Raises:
         UnsupportedSparkVersionError: the installed pyspark is not 3.5.x, 4.0.x, ..., 4.3.x.
         FileNotFoundError: the bundled jar is missing (see :func:`jar_path`).
+        JarMismatchError: the bundled jar is built for another line or version (see
+            :func:`jar_path`).
         TypeError: ``builder_or_conf`` is neither a builder nor a conf, or an option value
             has an unsupported type.
         ValueError: an option name is not an identifier.

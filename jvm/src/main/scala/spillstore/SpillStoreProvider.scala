@@ -91,6 +91,7 @@ class SpillStoreProvider extends SparkLineProvider with Logging {
       prefixKeyColumns: Option[Int],
       storeConfs: StateStoreConf,
       hadoopConf: Configuration): Unit = {
+    JarLine.require(org.apache.spark.SPARK_VERSION)
     this.prefixScans = prefixKeyColumns.isDefined
     this.storeId = stateStoreId
     this.keySchema = keySchema
