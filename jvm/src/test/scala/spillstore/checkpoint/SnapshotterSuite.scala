@@ -1,31 +1,16 @@
 package spillstore.checkpoint
 
-import java.io.File
-import java.nio.file.Files
-
 import scala.collection.mutable
 import scala.jdk.CollectionConverters._
 import scala.util.Random
 
 import org.apache.commons.io.FileUtils
-import org.apache.hadoop.conf.Configuration
-import org.apache.hadoop.fs.Path
 import org.scalatest.funsuite.AnyFunSuite
 
-import org.apache.spark.sql.execution.streaming.state.SpillStoreSparkBridge
-
+import spillstore.checkpoint.CheckpointDirs.withDirs
 import spillstore.cold.LocalDirs
 
 class SnapshotterSuite extends AnyFunSuite {
-  private def withDirs(body: (CheckpointDir, File) => Unit): Unit = {
-    val root = Files.createTempDirectory("snapshotter").toFile
-    try {
-      val dir = new CheckpointDir(new Path(new File(root, "ckpt").toURI), new Configuration,
-        SpillStoreSparkBridge.compressionCodec("lz4"))
-      body(dir, new File(root, "local"))
-    } finally FileUtils.deleteQuietly(root)
-  }
-
   private def key(rnd: Random): Array[Byte] = {
     val k = new Array[Byte](1 + rnd.nextInt(3)) // few, short keys: many repeats and removals
     rnd.nextBytes(k)                            // negative bytes too: unsigned order matters
@@ -46,7 +31,7 @@ class SnapshotterSuite extends AnyFunSuite {
   for ((journals, formatOf) <- Seq[(String, Long => Int)](
     "format 1" -> (_ => 1), "format 2" -> (_ => 2), "formats 1 and 2 mixed" -> (v => 1 + (v % 2).toInt)))
   test(s"snapshots from $journals journals equal the state, sorted, with bounded memory and fan-in, and leave no run behind") {
-    for (seed <- 1 to 5) withDirs { (dir, local) =>
+    for (seed <- 1 to 5) withDirs("snapshotter") { (dir, local) =>
       val rnd = new Random(seed)
       val model = mutable.Map.empty[Seq[Byte], Seq[Byte]]
       val tiny = new Snapshotter(dir, () => local, maxKeysInMemory = 7, maxOpenSources = 3)
@@ -80,7 +65,7 @@ class SnapshotterSuite extends AnyFunSuite {
   }
 
   test("a file is written in key order: an out-of-order or repeated key is refused, naming the file") {
-    withDirs { (dir, _) =>
+    withDirs("snapshotter") { (dir, _) =>
       for (keys <- Seq(Seq(Array[Byte](2), Array[Byte](1)), Seq(Array[Byte](1), Array[Byte](1)),
         Seq(Array[Byte](-1), Array[Byte](1)))) { // unsigned: 0xff sorts after 0x01
         val e = intercept[IllegalArgumentException] {
@@ -93,7 +78,7 @@ class SnapshotterSuite extends AnyFunSuite {
   }
 
   test("format 1 and 2 files are read; a newer format is refused with both versions named") {
-    withDirs { (dir, _) =>
+    withDirs("snapshotter") { (dir, _) =>
       dir.write(StateFile.Journal, 1, format = 1)(w => { w.put(Array[Byte](2), Array[Byte](0)); w.remove(Array[Byte](1)) })
       dir.write(StateFile.Journal, 2)(w => w.put(Array[Byte](1), Array[Byte](7)))
       assert(readAll(dir, StateFile.Journal, 1) === Seq(Seq[Byte](2) -> Seq[Byte](0), Seq[Byte](1) -> null))
