@@ -32,8 +32,8 @@ object AtomicOutput {
    * How `dir`'s files are created. On Hadoop's own local file system, unless the user chose a
    * file manager, with java.nio: Hadoop's local file system without its native library (as
    * Spark ships it) forks `chmod` for every file it creates (and its `.crc`) and `readlink` for
-   * both sides of every rename (twice: the `.crc` is renamed too), which measured two thirds
-   * of a commit's wall time (docs/benchmarks.md section 5). Elsewhere Spark's
+   * both sides of every rename (twice: the `.crc` is renamed too), which took two thirds of a
+   * commit's wall time in a wall-clock profile. Elsewhere Spark's
    * `CheckpointFileManager`, as the other providers do.
    */
   def creator(dir: Path, hadoopConf: Configuration, fm: CheckpointFileManager): Path => AtomicOutput = {

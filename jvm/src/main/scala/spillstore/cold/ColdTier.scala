@@ -61,7 +61,7 @@ object ColdTier extends Logging {
    * all of it; memtables are small under [[ColdMemory]]'s bound, so with 4 files a tier was
    * rewritten every ~20 MB written. Twice the files halve those rewrites; a cold read may
    * probe up to twice the level-0 files (one in-memory filter each): +14 % records/s with 25M
-   * keys, cold reads no slower (docs/benchmarks.md, section 5, fourth round).
+   * keys, cold reads no slower.
    */
   private val L0CompactionTrigger = 8
 
@@ -83,8 +83,7 @@ object ColdTier extends Logging {
         val memory = ColdMemory.shared
         val filter = own(new BloomFilter(10.0, false))
         // Index and filter blocks stay outside the cache (about 1.5 bytes a key): cached, they
-        // competed with data blocks for a bound sized for the heap budget and slowed cold reads
-        // (docs/benchmarks.md, section 5).
+        // competed with data blocks for a bound sized for the heap budget and slowed cold reads.
         val tableConfig = new BlockBasedTableConfig()
           .setFilterPolicy(filter)
           .setBlockCache(memory.cache)

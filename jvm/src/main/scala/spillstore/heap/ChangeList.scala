@@ -15,8 +15,8 @@ import java.util.{Arrays => JArrays}
  * heap at rest, which eviction cannot free: many small stores under a small budget). As one
  * doubling array, a batch that changes a million keys grew arrays of megabytes,
  * and in a 1 GB heap every array of 512 KB or more is a humongous object: G1 gives it whole
- * regions and may start a concurrent cycle for it (57 of the 63 cycles in the 25M-key profile,
- * docs/benchmarks.md).
+ * regions and may start a concurrent cycle for it (most of the cycles of a 25M-key run were
+ * started so).
  *
  * The prefix is taken when the entry joins the list, while its key is in the cache: the sort at
  * commit then reads these arrays instead of every key twice more (once to find the bytes all

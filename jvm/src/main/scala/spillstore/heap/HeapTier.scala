@@ -13,8 +13,8 @@ import spillstore.checkpoint.StateFile
  *
  * Why no objects: at 25M keys in a 1 GB heap, entries as two objects each (a node and its key
  * and value array) were promoted by the million and then evicted, and G1 spent more CPU on them
- * than the task threads spent on the state (docs/benchmarks.md section 5). Records and pages are
- * a few hundred arrays whatever the number of entries.
+ * than the task threads spent on the state. Records and pages are a few hundred arrays whatever
+ * the number of entries.
  *
  * Updates write a new region and leave the old one as garbage (rows handed to Spark keep
  * pointing at it). The first change of a key in a batch keeps its committed region as the

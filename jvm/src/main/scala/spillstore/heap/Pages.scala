@@ -3,7 +3,7 @@ package spillstore.heap
 /**
  * The heap tier's key and value bytes, in large byte arrays ("pages") filled front to back.
  * Millions of small arrays are millions of objects for G1 to mark and copy; pages are a few
- * hundred (docs/benchmarks.md section 5).
+ * hundred.
  *
  * A region holds one entry's key then value, after an 8-byte header: the slot of the entry that
  * wrote it (kept current by the heap tier when entries move) and the region's length. Its

@@ -798,7 +798,7 @@ object TieredState {
    * Victims per RocksDB write. Bounds what one eviction holds at once: the victim list (64 KB of
    * references, below the 512 KB at which G1 allocates an array as humongous in a 1 GB heap;
    * a 25M-key run allocated 390 larger lists) and the native `WriteBatch`, which is outside
-   * `coldTierMemory`. It did not change that run's GC share (docs/benchmarks.md section 5).
+   * `coldTierMemory`. It does not lower G1's work: Spark's own large arrays start its cycles too.
    */
   private[tiered] val MaxVictimsPerWrite = 16384
 

@@ -13,8 +13,8 @@ import spillstore.heap.KeyOrder
 
 /**
  * What an eviction's RocksDB write costs per key, three ways: `WriteBatch.put` per entry in
- * eviction order (spillstore before bfc58ad), one [[ColdWrite]] in eviction order, and one
- * ColdWrite in key order (spillstore since). Each way writes the same random keys (16-byte
+ * eviction order (RocksDB's Java API as is), one [[ColdWrite]] in eviction order, and one
+ * ColdWrite in key order (what eviction does). Each way writes the same random keys (16-byte
  * UnsafeRow-like: 8 zero bytes, then a long) with 16-byte values, in writes of `perWrite`, into a
  * fresh cold tier; the ways alternate, `rounds` times.
  *

@@ -17,7 +17,7 @@ import spillstore.cold.ColdTier
 import spillstore.memory.{FakeSpillable, MemoryConf, MemoryManager}
 
 /**
- * The live-state ownership rules, one finding of issue 12 at a time, with real task contexts
+ * The live-state ownership rules, one failure mode at a time, with real task contexts
  * (completion listeners fire at task end) and stores used from several threads.
  */
 class OwnershipSuite extends AnyFunSuite {

@@ -1,0 +1,51 @@
+"""The README's metric table against the Python package's list of metrics (no Spark session).
+
+The JVM side (the provider's custom metrics, the conf keys, the metrics sources) is checked
+against the same tables by ``jvm/src/test/scala/spillstore/ReadmeSuite.scala``.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+from spillstore.metrics import METRICS
+
+README = Path(__file__).resolve().parent.parent / "README.md"
+
+
+def first_table(lines: list[str], heading: str) -> list[str]:
+    """The body rows of the first table after ``heading`` (header and separator dropped)."""
+    at = lines.index(heading)
+    rows: list[str] = []
+    for line in lines[at + 1:]:
+        if line.startswith("|"):
+            rows.append(line)
+        elif rows:
+            break
+    return rows[2:]
+
+
+def names(rows: list[str]) -> list[str]:
+    """The code-formatted names in each row's first cell, without annotations in parentheses."""
+    found: list[str] = []
+    for row in rows:
+        first = re.sub(r"\([^)]*\)", "", row.strip("|").split("|")[0])
+        found += re.findall(r"`([^`]+)`", first)
+    return found
+
+
+def test_metric_table_lists_exactly_the_packages_metrics() -> None:
+    listed = names(first_table(README.read_text(encoding="utf-8").splitlines(), "## Metrics"))
+    assert len(listed) == len(set(listed)), f"listed twice: {listed}"
+    assert set(listed) == set(METRICS), (
+        f"in METRICS only: {sorted(set(METRICS) - set(listed))}; "
+        f"in the README only: {sorted(set(listed) - set(METRICS))}")
+
+
+def test_parser_reads_first_cells_and_needs_the_section() -> None:
+    text = ["## A", "", "| m | x |", "|---|---|", "| `a` / `b` (`src`) | `c` |", "", "| `d` | e |"]
+    assert names(first_table(text, "## A")) == ["a", "b"]
+    with pytest.raises(ValueError):
+        first_table(text, "## B")
