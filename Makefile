@@ -22,7 +22,7 @@ sbt_of = $(if $(filter 4.3,$(1)),spillstore,spark$(subst .,,$(1)))
 pyspark_of = pyspark==$(1).*
 # pyspark 3.5 predates numpy 2 (and pyarrow 20+ needs numpy 2).
 constraints_of = $(if $(filter 3.5,$(1)),"numpy<2" "pyarrow<20",)
-# The smaller end-to-end set for 4.0, 4.1, 4.2 (README: which target runs what).
+# The smaller end-to-end set for 4.0, 4.1, 4.2 (docs/testing.md: which target runs what).
 E2E_SMALL := tests/test_package.py tests/test_cli.py tests/test_e2e_spillstore.py \
   tests/test_e2e_restart.py tests/test_e2e_spill.py tests/test_e2e_metrics.py tests/test_migrate.py \
   tests/test_change_feed.py
