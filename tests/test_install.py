@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any
 
 import harness
+import pyspark
 import pytest
 import spillstore
 from spillstore import SPARK_LINES
@@ -53,8 +54,10 @@ def _fresh_venv(where: Path, line: str) -> Path:
     return python
 
 
-def _run(workdir: Path, python: Path, configure: bool, launcher: list[str]) -> dict[str, Any]:
-    """install_job.py copied into ``workdir`` and run there with ``launcher``; its report."""
+def _job(workdir: Path, python: Path, configure: bool, launcher: list[str]
+         ) -> tuple[subprocess.CompletedProcess[str], dict[str, Any]]:
+    """install_job.py copied into ``workdir`` and run there with ``launcher``: the run and the
+    job's report."""
     inputs = workdir / "input"
     harness.write_batches(inputs, "key LONG", [[(k,) for k in KEYS[b]] for b in sorted(KEYS)],
                           range(len(KEYS)))
@@ -68,7 +71,12 @@ def _run(workdir: Path, python: Path, configure: bool, launcher: list[str]) -> d
     run = harness.run_job([job, str(spec)], workdir, timeout_s=600, launcher=launcher, env=env,
                           cwd=workdir)
     assert report.exists(), f"exit {run.returncode}:\n{run.stderr[-6000:]}"
-    result = json.loads(report.read_text())
+    return run, json.loads(report.read_text())
+
+
+def _run(workdir: Path, python: Path, configure: bool, launcher: list[str]) -> dict[str, Any]:
+    """The job (``_job``) must count every key exactly, with spillstore."""
+    _, result = _job(workdir, python, configure, launcher)
     assert result["error"] is None, result["error"]
     expected: dict[int, int] = {}
     for keys in KEYS.values():
@@ -109,6 +117,24 @@ def test_spark_submit_packages_resolves_the_maven_artifact(line: str, tmp_path: 
     # Everything else the POM names is provided by Spark: --packages fetched spillstore alone.
     assert sorted(p.name for p in (ivy / "jars").iterdir()) == [
         f"io.spillstore_{_artifact(line)}-{VERSION}.jar"]
+
+
+def test_a_jar_of_another_line_fails_naming_both(tmp_path: Path) -> None:
+    """A spark-submit user who puts another line's jar on Spark 4.3 (here 4.2's, which loads:
+    same Scala) gets an error naming both lines and the right artifact, not a missing method."""
+    workdir = tmp_path / "job"
+    workdir.mkdir()
+    python = Path(sys.executable)
+    other = _artifact("4.2")
+    wrong = DIST / "maven" / "io" / "spillstore" / other / VERSION / f"{other}-{VERSION}.jar"
+    run, report = _job(workdir, python, configure=False, launcher=[
+        str(python.parent / "spark-submit"), "--jars", str(wrong),
+        "--conf", f"{spillstore.PROVIDER_CLASS_CONF}={spillstore.PROVIDER_CLASS}"])
+    assert report["error"] is not None, "the query must fail"
+    message = run.stderr  # the driver log: the cause Spark wraps
+    line = ".".join(map(str, harness.SPARK_LINE))
+    assert f"{other}.jar is built for Spark 4.2, but this is Spark {pyspark.__version__}." in message
+    assert f"io.spillstore:{_artifact(line)}:{VERSION}" in message
 
 
 def test_dist_holds_every_artifact_with_matching_checksums() -> None:

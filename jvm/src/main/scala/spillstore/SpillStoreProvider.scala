@@ -45,7 +45,7 @@ import spillstore.tiered.{Lease, TieredState}
  * `state`, `loadedVersion` and `writer` change only under the provider's monitor, which opens,
  * commits, aborts, task ends and unloads take; store calls never take it.
  */
-class SpillStoreProvider extends SparkLineProvider with Logging {
+class SpillStoreProvider extends JarLine.Checked with SparkLineProvider with Logging {
   // The driver instantiates providers only to ask for supportedCustomMetrics: keep it cheap.
   private var storeId: StateStoreId = _
   private[spillstore] var keySchema: StructType = _
@@ -91,7 +91,6 @@ class SpillStoreProvider extends SparkLineProvider with Logging {
       prefixKeyColumns: Option[Int],
       storeConfs: StateStoreConf,
       hadoopConf: Configuration): Unit = {
-    JarLine.require(org.apache.spark.SPARK_VERSION)
     this.prefixScans = prefixKeyColumns.isDefined
     this.storeId = stateStoreId
     this.keySchema = keySchema
