@@ -27,8 +27,9 @@ from collections.abc import Sequence
 from dataclasses import asdict, dataclass, replace
 from typing import Any
 
+from ._argtypes import parse_option, positive_float, positive_int
 from ._config import jar_path, option_key
-from .cli import _PROVIDERS, _parse_option, _positive_float, _positive_int
+from ._jobs import PROVIDERS
 
 __all__ = [
     "PRESETS",
@@ -61,7 +62,7 @@ class Preset:
     driver_memory: str
     """``spark.driver.memory`` (local mode: the heap of the JVM that runs everything)."""
     skewed: bool = False
-    """Zipf-like keys (``cli._skewed_key``) instead of ``value % keys``, which fills the key
+    """Zipf-like keys (``_jobs.skewed_key``) instead of ``value % keys``, which fills the key
     space in order."""
     one_hit_share: float = 0.0
     """Share of the rows whose key is new and never seen again (a scan through the cache);
@@ -381,10 +382,10 @@ def plot(summaries: Sequence[Summary], path: str) -> None:
 
 def _providers(text: str) -> list[str]:
     names = [n.strip() for n in text.split(",") if n.strip()]
-    unknown = [n for n in names if n not in _PROVIDERS]
+    unknown = [n for n in names if n not in PROVIDERS]
     if unknown or not names:
         raise argparse.ArgumentTypeError(
-            f"expected a comma-separated list of {', '.join(_PROVIDERS)}, got {text!r}")
+            f"expected a comma-separated list of {', '.join(PROVIDERS)}, got {text!r}")
     return list(dict.fromkeys(names))
 
 
@@ -398,22 +399,22 @@ def add_parser(commands: Any) -> None:
                        help="workload to run (repeatable; default: small): "
                        # argparse formats help with %: the onehit preset's "90%" would break it
                        + "; ".join(p.describe() for p in PRESETS.values()).replace("%", "%%"))
-    bench.add_argument("--repetitions", type=_positive_int, default=3,
+    bench.add_argument("--repetitions", type=positive_int, default=3,
                        help="runs of each provider per preset, interleaved (default: "
                        "%(default)s)")
-    bench.add_argument("--providers", type=_providers, default=list(_PROVIDERS),
+    bench.add_argument("--providers", type=_providers, default=list(PROVIDERS),
                        help="comma-separated providers to compare (default: "
-                       f"{','.join(_PROVIDERS)})")
-    bench.add_argument("--keys", type=_positive_int, help="override the presets' key count")
-    bench.add_argument("--rows-per-batch", type=_positive_int,
+                       f"{','.join(PROVIDERS)})")
+    bench.add_argument("--keys", type=positive_int, help="override the presets' key count")
+    bench.add_argument("--rows-per-batch", type=positive_int,
                        help="override the presets' rows per batch")
-    bench.add_argument("--batches", type=_positive_int,
+    bench.add_argument("--batches", type=positive_int,
                        help="override the presets' number of measured batches")
     bench.add_argument("--driver-memory", help="override the presets' spark.driver.memory")
-    bench.add_argument("--option", type=_parse_option, action="append", default=[],
+    bench.add_argument("--option", type=parse_option, action="append", default=[],
                        metavar="NAME=VALUE",
                        help="a spillstore option for its runs (repeatable)")
-    bench.add_argument("--timeout", type=_positive_float, default=1200.0, metavar="SECONDS",
+    bench.add_argument("--timeout", type=positive_float, default=1200.0, metavar="SECONDS",
                        help="per run; a run past it is killed and counted as failed "
                        "(default: %(default)g)")
     bench.add_argument("--json", metavar="FILE", help="write every run's raw results here")
