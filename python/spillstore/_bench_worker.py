@@ -1,6 +1,6 @@
 """One run of ``python -m spillstore bench`` in a process of its own:
-``python -m spillstore._bench_worker SPEC``, SPEC being the JSON :mod:`spillstore.bench`
-passes (preset, provider, spillstore options, work directory, timeout).
+``python -m spillstore._bench_worker SPEC``, SPEC being the JSON
+:mod:`spillstore._bench_runner` passes (preset, provider, spillstore options, work directory, timeout).
 
 It starts a local Spark with the preset's driver memory and the provider, runs the streaming
 count + sum per key for the warm-up and measured batches (printing the demo's line per batch),
@@ -17,10 +17,10 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from ._bench_presets import WARMUP_BATCHES, Preset
 from ._config import PROVIDER_CLASS_CONF, configure
 from ._jobs import PROVIDERS, local_builder, skewed_key
 from ._progress import follow
-from .bench import WARMUP_BATCHES, Preset
 
 _SPARK_PROVIDER_CONFS = {
     "rocksdb": {
