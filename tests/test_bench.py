@@ -12,7 +12,7 @@ from dataclasses import replace
 from pathlib import Path
 
 import pytest
-from spillstore import bench
+from spillstore import _bench_runner, bench
 from spillstore.bench import PRESETS, RunResult, classify_failure, format_report, summarize
 from spillstore.cli import main
 
@@ -115,14 +115,14 @@ def test_plot_marks_failures(tmp_path: Path) -> None:
 
 def test_bad_option_name_fails_before_any_run(
         monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
-    monkeypatch.setattr(bench, "_run_once", lambda *a: pytest.fail("ran"))
+    monkeypatch.setattr(_bench_runner, "run_once", lambda *a: pytest.fail("ran"))
     assert main(["bench", "--option", "not-a-name=1"]) == 2
     assert "invalid spillstore option name" in capsys.readouterr().err
 
 
 def test_plot_without_matplotlib_fails_before_any_run(
         monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
-    monkeypatch.setattr(bench, "_run_once", lambda *a: pytest.fail("ran"))
+    monkeypatch.setattr(_bench_runner, "run_once", lambda *a: pytest.fail("ran"))
     monkeypatch.setitem(sys.modules, "matplotlib", None)
     assert main(["bench", "--plot", "x.png"]) == 2
     assert "pip install 'spillstore[bench]'" in capsys.readouterr().err
@@ -141,7 +141,7 @@ def test_runs_are_interleaved_with_overrides_and_written_as_json(
                            preset=preset.name)
         return replace(ok(provider, repetition, 1000.0 * repetition), preset=preset.name)
 
-    monkeypatch.setattr(bench, "_run_once", fake)
+    monkeypatch.setattr(_bench_runner, "run_once", fake)
     out = tmp_path / "runs.json"
     assert main(["bench", "--preset", "skewed", "--preset", "large", "--repetitions", "2",
                  "--providers", "hdfs,spillstore", "--keys", "5000", "--option", "a=1",
@@ -164,7 +164,7 @@ def test_runs_are_interleaved_with_overrides_and_written_as_json(
 
 def test_all_presets_default_small(monkeypatch: pytest.MonkeyPatch) -> None:
     names: list[str] = []
-    monkeypatch.setattr(bench, "_run_once", lambda preset, provider, *a: (
+    monkeypatch.setattr(_bench_runner, "run_once", lambda preset, provider, *a: (
         names.append(preset.name) or ok(provider, 1, 1.0)))
     assert main(["bench", "--repetitions", "1", "--providers", "hdfs"]) == 0
     assert main(["bench", "--preset", "all", "--repetitions", "1", "--providers", "hdfs"]) == 0
@@ -182,7 +182,7 @@ def test_a_run_past_its_timeout_is_killed_with_its_jvm(monkeypatch: pytest.Monke
     monkeypatch.setattr(tempfile, "mkdtemp", recording_mkdtemp)
     preset = replace(PRESETS["small"], keys=10, rows_per_batch=10, batches=1_000_000)
     started = time.monotonic()
-    result = bench._run_once(preset, "hdfs", 1, {}, 12.0)
+    result = _bench_runner.run_once(preset, "hdfs", 1, {}, 12.0)
     assert time.monotonic() - started < 40
     assert result.failure is not None and result.failure.startswith("timeout after 12 s"), result
     assert result.stderr_tail, "the last lines of stderr are kept"

@@ -80,11 +80,11 @@ def test_demo_runs_and_reports_spillstore_metrics(tmp_path: Path) -> None:
 
 def test_demo_keys_are_skewed(spark: Any) -> None:
     from pyspark.sql import functions as F
-    from spillstore.cli import _skewed_key
+    from spillstore._jobs import skewed_key
 
     keys = 1000
     counts = (spark.range(100_000).withColumnRenamed("id", "value")
-              .select(_skewed_key(keys).alias("key")).groupBy("key").count()
+              .select(skewed_key(keys).alias("key")).groupBy("key").count()
               .orderBy(F.desc("count")).collect())
     assert all(0 <= r["key"] < keys for r in counts)
     assert len(counts) > keys * 0.9, "most keys occur"

@@ -1,6 +1,6 @@
 """One run of ``python -m spillstore bench`` in a process of its own:
-``python -m spillstore._bench_worker SPEC``, SPEC being the JSON :mod:`spillstore.bench`
-passes (preset, provider, spillstore options, work directory, timeout).
+``python -m spillstore._bench_worker SPEC``, SPEC being the JSON
+:mod:`spillstore._bench_runner` passes (preset, provider, spillstore options, work directory, timeout).
 
 It starts a local Spark with the preset's driver memory and the provider, runs the streaming
 count + sum per key for the warm-up and measured batches (printing the demo's line per batch),
@@ -17,9 +17,10 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from ._bench_presets import WARMUP_BATCHES, Preset
 from ._config import PROVIDER_CLASS_CONF, configure
-from .bench import WARMUP_BATCHES, Preset
-from .cli import _PROVIDERS, _follow, _local_builder, _skewed_key
+from ._jobs import PROVIDERS, local_builder, skewed_key
+from ._progress import follow
 
 _SPARK_PROVIDER_CONFS = {
     "rocksdb": {
@@ -58,7 +59,7 @@ def _measure(spark: Any, preset: Preset, checkpoint: str, timeout_s: float
     query = (counts.writeStream.queryName("spillstore_bench").outputMode("update")
              .format("noop").option("checkpointLocation", checkpoint).start())
     try:
-        progresses = _follow(query, WARMUP_BATCHES + preset.batches, timeout_s)
+        progresses = follow(query, WARMUP_BATCHES + preset.batches, timeout_s)
         if progresses is None:
             return None
         jvm = spark._jvm
@@ -97,7 +98,7 @@ def _key(preset: Preset) -> Any:
         return F.when(bucket < F.lit(preset.one_hit_share), F.lit(preset.keys) + F.col("value")
                       ).otherwise(hot)
     if preset.skewed:
-        return _skewed_key(preset.keys)
+        return skewed_key(preset.keys)
     return F.col("value") % F.lit(preset.keys)
 
 
@@ -129,7 +130,7 @@ def main(argv: Sequence[str]) -> int:
     preset = Preset(**spec["preset"])
     provider: str = spec["provider"]
     workdir = Path(spec["workdir"])
-    builder = (_local_builder(f"spillstore-bench-{provider}")
+    builder = (local_builder(f"spillstore-bench-{provider}")
                .config("spark.driver.memory", preset.driver_memory)
                .config("spark.local.dir", str(workdir / "local")))
     if provider == "spillstore":
@@ -138,7 +139,7 @@ def main(argv: Sequence[str]) -> int:
             options.setdefault("memoryBudget", preset.memory_budget)
         configure(builder, **options)
     else:
-        builder.config(PROVIDER_CLASS_CONF, _PROVIDERS[provider])
+        builder.config(PROVIDER_CLASS_CONF, PROVIDERS[provider])
         for key, value in _SPARK_PROVIDER_CONFS.get(provider, {}).items():
             builder.config(key, value)
     spark = builder.getOrCreate()

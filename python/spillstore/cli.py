@@ -14,91 +14,23 @@ import argparse
 import shutil
 import sys
 import tempfile
-import time
 from collections.abc import Sequence
-from typing import Any
 
-from ._config import (
-    PROVIDER_CLASS,
-    PROVIDER_CLASS_CONF,
-    UnsupportedSparkVersionError,
-    configure,
-    jar_path,
-)
-from .metrics import _size, cache_hit_ratio, state_metrics
+from . import bench
+from ._argtypes import parse_option, positive_float, positive_int
+from ._config import PROVIDER_CLASS_CONF, UnsupportedSparkVersionError, configure, jar_path
+from ._jobs import PROVIDERS, local_builder, skewed_key
+from ._progress import follow, header, print_summary
+from .checkpoint import inspect_checkpoint
+from .migrate import MigrationRefused, migrate
 
 __all__ = ["main"]
-
-_PROVIDERS = {
-    "spillstore": PROVIDER_CLASS,
-    "hdfs": "org.apache.spark.sql.execution.streaming.state.HDFSBackedStateStoreProvider",
-    "rocksdb": "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider",
-}
-
-_COLUMNS = (
-    ("batch", 5),
-    ("input rows", 10),
-    ("rows/s", 9),
-    ("state rows", 10),
-    ("commit ms", 9),
-    ("journal", 10),
-    ("heap", 10),
-    ("hit ratio", 9),
-)
-
-
-def _fmt_bytes(n: int | None) -> str:
-    return "-" if n is None else _size(n)
-
-
-def _fmt_int(n: float | None) -> str:
-    return "-" if n is None else f"{int(round(n)):,}"
-
-
-def _fmt_ratio(r: float | None) -> str:
-    return "-" if r is None else f"{r:.1%}"
-
-
-def _row(cells: Sequence[str]) -> str:
-    return "  ".join(cell.rjust(width) for cell, (_, width) in zip(cells, _COLUMNS, strict=True))
-
-
-def _parse_option(text: str) -> tuple[str, str]:
-    name, sep, value = text.partition("=")
-    if not sep or not name:
-        raise argparse.ArgumentTypeError(f"expected NAME=VALUE, got {text!r}")
-    return name.strip(), value.strip()
-
-
-def _skewed_key(keys: int) -> Any:
-    """A key in [0, keys) with a log-uniform (Zipf-like, P(k) ~ 1/k) distribution, computed
-    from the rate source's ``value``: key 0 gets ~ln 2/ln(keys+1) of the rows, most keys are
-    cold."""
-    from pyspark.sql import functions as F
-
-    uniform = F.pmod(F.xxhash64("value"), F.lit(1_000_003)) / F.lit(1_000_003.0)
-    return (F.floor(F.pow(F.lit(float(keys + 1)), uniform)) - 1).cast("long")
-
-
-def _local_builder(app_name: str) -> Any:
-    """A ``SparkSession.Builder`` for ``local[2]`` with 4 shuffle partitions and no UI: the
-    session of the demo and of each benchmark run."""
-    from pyspark.sql import SparkSession
-
-    return (
-        SparkSession.builder.master("local[2]")
-        .appName(app_name)
-        .config("spark.ui.enabled", "false")
-        .config("spark.sql.shuffle.partitions", "4")
-        .config("spark.sql.session.timeZone", "UTC")
-        .config("spark.ui.showConsoleProgress", "false")
-    )
 
 
 def _demo(args: argparse.Namespace) -> int:
     from pyspark.sql import functions as F
 
-    builder = _local_builder("spillstore-demo")
+    builder = local_builder("spillstore-demo")
     if args.provider == "spillstore":
         try:
             configure(builder, **dict(args.option))
@@ -109,7 +41,7 @@ def _demo(args: argparse.Namespace) -> int:
         if args.option:
             print("--option applies to the spillstore provider only", file=sys.stderr)
             return 2
-        builder.config(PROVIDER_CLASS_CONF, _PROVIDERS[args.provider])
+        builder.config(PROVIDER_CLASS_CONF, PROVIDERS[args.provider])
 
     spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel("ERROR")
@@ -129,7 +61,7 @@ def _demo(args: argparse.Namespace) -> int:
             .load()
         )
         counts = (
-            stream.select(_skewed_key(args.keys).alias("key"), "value")
+            stream.select(skewed_key(args.keys).alias("key"), "value")
             .groupBy("key")
             .agg(F.count("*").alias("count"), F.sum("value").alias("sum"))
         )
@@ -141,8 +73,8 @@ def _demo(args: argparse.Namespace) -> int:
             .trigger(processingTime=f"{args.trigger_seconds} seconds")
             .start()
         )
-        print(_row([name for name, _ in _COLUMNS]))
-        progresses = _follow(query, args.batches, timeout_s=60 + 30 * args.batches)
+        print(header())
+        progresses = follow(query, args.batches, timeout_s=60 + 30 * args.batches)
     finally:
         if query is not None:
             # Stopping interrupts the batch in flight, which Spark logs as errors: not news.
@@ -152,74 +84,8 @@ def _demo(args: argparse.Namespace) -> int:
         shutil.rmtree(checkpoint, ignore_errors=True)
     if progresses is None:
         return 1
-    _summary(progresses)
+    print_summary(progresses)
     return 0
-
-
-def _follow(query: Any, batches: int, timeout_s: float) -> list[dict[str, Any]] | None:
-    """Print one line per completed micro-batch until ``batches`` of them have completed."""
-    done: list[dict[str, Any]] = []
-    deadline = time.monotonic() + timeout_s
-    while len(done) < batches:
-        if not query.isActive:
-            print(f"the query stopped: {query.exception()}", file=sys.stderr)
-            return None
-        if time.monotonic() > deadline:
-            print(f"timed out after {timeout_s:.0f} s waiting for {batches} batches",
-                  file=sys.stderr)
-            return None
-        last = done[-1]["batchId"] if done else -1
-        for progress in query.recentProgress:
-            if progress["batchId"] > last and len(done) < batches:
-                done.append(progress)
-                _print_batch(progress)
-        time.sleep(0.2)
-    return done
-
-
-def _print_batch(progress: dict[str, Any]) -> None:
-    m = state_metrics(progress)
-    print(
-        _row(
-            [
-                str(progress["batchId"]),
-                _fmt_int(progress.get("numInputRows")),
-                _fmt_int(progress.get("processedRowsPerSecond")),
-                _fmt_int(m.get("numRowsTotal")),
-                _fmt_int(m.get("commitTimeMs")),
-                _fmt_bytes(m.get("spillstoreJournalBytes")),
-                _fmt_bytes(m.get("spillstoreHeapBytes")),
-                _fmt_ratio(cache_hit_ratio(m)),
-            ]
-        ),
-        flush=True,
-    )
-
-
-def _summary(progresses: list[dict[str, Any]]) -> None:
-    metrics = [state_metrics(p) for p in progresses]
-    rows = sum(int(p.get("numInputRows", 0)) for p in progresses)
-    busy_ms = sum(int((p.get("durationMs") or {}).get("triggerExecution", 0)) for p in progresses)
-    totals: dict[str, int] = {}
-    for m in metrics:
-        for name, value in m.items():
-            totals[name] = totals.get(name, 0) + value
-    heap = [m["spillstoreHeapBytes"] for m in metrics if "spillstoreHeapBytes" in m]
-    print(
-        f"summary: {len(progresses)} batches, {rows:,} input rows in {busy_ms / 1000:.1f} s of "
-        f"batch time ({_fmt_int(rows / (busy_ms / 1000) if busy_ms else None)} rows/s); "
-        f"state rows at the end {_fmt_int(metrics[-1].get('numRowsTotal'))}; "
-        f"journal written {_fmt_bytes(totals.get('spillstoreJournalBytes'))}; "
-        f"peak heap {_fmt_bytes(max(heap) if heap else None)}; "
-        f"cache hit ratio {_fmt_ratio(cache_hit_ratio(totals))}"
-    )
-
-
-def _positive_int(text: str) -> int:
-    value = int(text)
-    if value <= 0:
-        raise argparse.ArgumentTypeError(f"must be positive, got {value}")
-    return value
 
 
 def _jar(args: argparse.Namespace) -> int:
@@ -231,16 +97,7 @@ def _jar(args: argparse.Namespace) -> int:
     return 0
 
 
-def _positive_float(text: str) -> float:
-    value = float(text)
-    if value <= 0:
-        raise argparse.ArgumentTypeError(f"must be positive, got {value}")
-    return value
-
-
 def _checkpoint(args: argparse.Namespace) -> int:
-    from .checkpoint import inspect_checkpoint
-
     try:
         info = inspect_checkpoint(args.location)
     except (OSError, ValueError) as e:
@@ -255,8 +112,6 @@ def _checkpoint(args: argparse.Namespace) -> int:
 
 
 def _migrate(args: argparse.Namespace) -> int:
-    from .migrate import MigrationRefused, migrate
-
     try:
         result = migrate(args.checkpoint, args.to, batch=args.batch,
                          idle_seconds=args.idle_seconds)
@@ -281,19 +136,19 @@ def _parser() -> argparse.ArgumentParser:
         "stream whose keys are Zipf-like skewed, for a fixed number of micro-batches, printing "
         "the state store metrics of each batch.",
     )
-    demo.add_argument("--batches", type=_positive_int, default=8,
+    demo.add_argument("--batches", type=positive_int, default=8,
                       help="micro-batches to run (default: %(default)s)")
-    demo.add_argument("--rows-per-second", type=_positive_int, default=10_000,
+    demo.add_argument("--rows-per-second", type=positive_int, default=10_000,
                       help="rate source rows per second (default: %(default)s)")
-    demo.add_argument("--keys", type=_positive_int, default=100_000,
+    demo.add_argument("--keys", type=positive_int, default=100_000,
                       help="number of distinct keys the rows are spread over (default: "
                       "%(default)s)")
-    demo.add_argument("--trigger-seconds", type=_positive_float, default=1.0,
+    demo.add_argument("--trigger-seconds", type=positive_float, default=1.0,
                       help="processing-time trigger interval (default: %(default)s)")
-    demo.add_argument("--provider", choices=sorted(_PROVIDERS), default="spillstore",
+    demo.add_argument("--provider", choices=sorted(PROVIDERS), default="spillstore",
                       help="state store provider, to compare with Spark's own (default: "
                       "%(default)s)")
-    demo.add_argument("--option", type=_parse_option, action="append", default=[],
+    demo.add_argument("--option", type=parse_option, action="append", default=[],
                       metavar="NAME=VALUE",
                       help="a spillstore option, e.g. --option memoryBudgetFraction=0.3 "
                       "(repeatable)")
@@ -332,9 +187,7 @@ def _parser() -> argparse.ArgumentParser:
         "Spark line, e.g. for spark-submit --jars \"$(python -m spillstore jar)\".",
     )
     jar.set_defaults(run=_jar)
-    from .bench import add_parser as add_bench  # bench imports this module's helpers
-
-    add_bench(commands)
+    bench.add_parser(commands)
     return parser
 
 

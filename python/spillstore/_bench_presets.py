@@ -1,0 +1,64 @@
+"""The workloads of ``python -m spillstore bench``: the presets a run takes its keys, batch
+sizes and driver memory from, and the warm-up batches every run executes first."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+__all__ = ["PRESETS", "Preset", "WARMUP_BATCHES"]
+
+WARMUP_BATCHES = 1
+"""Batches each run executes before the measured ones (class loading, code generation, JIT);
+they count neither in records/s nor in the commit time."""
+
+
+@dataclass(frozen=True)
+class Preset:
+    """A workload: how many keys, how the rows map to them, and how much the driver gets."""
+
+    name: str
+    keys: int
+    """Distinct keys the rows are spread over."""
+    rows_per_batch: int
+    batches: int
+    """Measured batches, after :data:`WARMUP_BATCHES` warm-up batches."""
+    driver_memory: str
+    """``spark.driver.memory`` (local mode: the heap of the JVM that runs everything)."""
+    skewed: bool = False
+    """Zipf-like keys (``_jobs.skewed_key``) instead of ``value % keys``, which fills the key
+    space in order."""
+    one_hit_share: float = 0.0
+    """Share of the rows whose key is new and never seen again (a scan through the cache);
+    the other rows spread uniformly over the ``keys`` hot keys."""
+    memory_budget: str | None = None
+    """spillstore's ``memoryBudget`` for the preset (a preset about eviction sets one smaller
+    than its state); ``None``: spillstore's default, a share of the driver memory."""
+
+    def describe(self) -> str:
+        """One line naming every parameter of the workload."""
+        kind = "skewed" if self.skewed else "uniform"
+        keys = (f"{self.keys:,} hot keys taking {1 - self.one_hit_share:.0%} of the rows, the "
+                f"rest on keys seen once" if self.one_hit_share else f"{self.keys:,} {kind} keys")
+        budget = f", spillstore memoryBudget {self.memory_budget}" if self.memory_budget else ""
+        return (f"{self.name}: {keys}, {self.batches} batches of {self.rows_per_batch:,} rows "
+                f"measured after {WARMUP_BATCHES} warm-up batch, driver memory "
+                f"{self.driver_memory}{budget}")
+
+
+PRESETS = {
+    p.name: p
+    for p in (
+        Preset("small", keys=1_000_000, rows_per_batch=200_000, batches=8, driver_memory="1g"),
+        Preset("skewed", keys=1_000_000, rows_per_batch=200_000, batches=8, driver_memory="1g",
+               skewed=True),
+        Preset("large", keys=25_000_000, rows_per_batch=1_000_000, batches=25,
+               driver_memory="1g"),
+        Preset("onehit", keys=10_000, rows_per_batch=500_000, batches=12, driver_memory="1g",
+               one_hit_share=0.1, memory_budget="32m"),
+    )
+}
+"""``small``: state that fits the heap; ``skewed``: hot keys and a long cold tail; ``large``:
+25M distinct keys, far beyond a 1 GB driver (Spark's default provider is expected to die in
+GC); ``onehit``: a hot set that fits plus a stream of keys seen once, several times the budget
+over the run (a cache must keep the hot set: the oracle that knows it hits on every lookup
+after the warm-up batch, since a new key's lookup is answered without RocksDB)."""

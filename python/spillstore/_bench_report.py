@@ -1,0 +1,179 @@
+"""The results of ``python -m spillstore bench``, condensed: per (preset, provider) medians
+(:class:`Summary`), the table printed per preset and the chart."""
+
+from __future__ import annotations
+
+import statistics
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from ._bench_presets import Preset
+from ._bench_runner import RunResult
+
+__all__ = ["Summary", "format_number", "format_report", "plot", "summarize"]
+
+
+@dataclass(frozen=True)
+class Summary:
+    """The runs of one provider on one preset, condensed (medians over the completed runs)."""
+
+    preset: str
+    provider: str
+    ok: int
+    failed: int
+    records_per_s: float | None = None
+    records_min: float | None = None
+    records_max: float | None = None
+    commit_ms: float | None = None
+    gc_s: float | None = None
+    gc_share: float | None = None
+    hit_ratio: float | None = None
+    peak_rss_mb: float | None = None
+    """The highest peak over the runs."""
+    state_rows: tuple[int, ...] = ()
+    """The distinct final state row counts, ascending (one value when the runs agree)."""
+    failures: tuple[str, ...] = ()
+    """``rep N: <failure>`` for each failed run."""
+
+
+def _median(values: Sequence[float | None]) -> float | None:
+    present = [v for v in values if v is not None]
+    return statistics.median(present) if present else None
+
+
+def summarize(results: Sequence[RunResult]) -> list[Summary]:
+    """One :class:`Summary` per (preset, provider), in the order they first appear."""
+    groups: dict[tuple[str, str], list[RunResult]] = {}
+    for r in results:
+        groups.setdefault((r.preset, r.provider), []).append(r)
+    summaries = []
+    for (preset, provider), runs in groups.items():
+        ok = [r for r in runs if r.ok]
+        rates = [r.records_per_s for r in ok if r.records_per_s is not None]
+        rss = [r.peak_rss_mb for r in ok if r.peak_rss_mb is not None]
+        summaries.append(Summary(
+            preset=preset,
+            provider=provider,
+            ok=len(ok),
+            failed=len(runs) - len(ok),
+            records_per_s=_median(rates),
+            records_min=min(rates, default=None),
+            records_max=max(rates, default=None),
+            commit_ms=_median([r.commit_ms for r in ok]),
+            gc_s=_median([r.gc_s for r in ok]),
+            gc_share=_median([r.gc_share for r in ok]),
+            hit_ratio=_median([r.hit_ratio for r in ok]),
+            peak_rss_mb=max(rss, default=None),
+            state_rows=tuple(sorted({r.state_rows for r in ok if r.state_rows is not None})),
+            failures=tuple(f"rep {r.repetition}: {r.failure}" for r in runs if not r.ok),
+        ))
+    return summaries
+
+
+def _baseline(summaries: Sequence[Summary]) -> Summary | None:
+    """What the ratio column compares with: spillstore, else hdfs, when it has a rate."""
+    for name in ("spillstore", "hdfs"):
+        for s in summaries:
+            if s.provider == name and s.records_per_s:
+                return s
+    return None
+
+
+def format_number(value: float | None, digits: int = 0) -> str:
+    """``value`` with thousands separators and ``digits`` decimals; ``-`` for ``None``."""
+    return "-" if value is None else f"{value:,.{digits}f}"
+
+
+_HEADER = ("provider", "runs ok/failed", "records/s median (min–max)", "vs {}",
+           "commit ms", "GC s", "GC %", "peak RSS MB", "hit ratio", "state rows")
+
+
+def _percent(value: float | None) -> str:
+    return "-" if value is None else f"{value:.1%}"
+
+
+def format_report(preset: Preset, summaries: Sequence[Summary]) -> str:
+    """The table of one preset: a line per provider, then one line per failed run.
+
+    The ratio column divides each provider's median records/s by spillstore's (by hdfs'
+    when spillstore has none); commit ms, GC s, GC % (of the JVM's uptime) and the hit ratio
+    (spillstore's) are medians over the completed runs, peak RSS is their maximum.
+    """
+    base = _baseline(summaries)
+    header = [h.format(base.provider if base else "-") for h in _HEADER]
+    rows = [header]
+    for s in summaries:
+        rate = "-" if s.records_per_s is None else (
+            f"{format_number(s.records_per_s)} ({format_number(s.records_min)}–{format_number(s.records_max)})")
+        ratio = (f"{s.records_per_s / base.records_per_s:.2f}x"
+                 if base and base.records_per_s and s.records_per_s is not None else "-")
+        state = "–".join(dict.fromkeys(f"{n:,}" for n in s.state_rows[:1] + s.state_rows[-1:]))
+        rows.append([s.provider, f"{s.ok}/{s.failed}", rate, ratio, format_number(s.commit_ms),
+                     format_number(s.gc_s, 1), _percent(s.gc_share), format_number(s.peak_rss_mb),
+                     _percent(s.hit_ratio), state or "-"])
+    widths = [max(len(row[i]) for row in rows) for i in range(len(header))]
+    lines = [preset.describe()]
+    for row in rows:
+        cells = [row[0].ljust(widths[0])] + [c.rjust(w) for c, w in zip(row[1:], widths[1:])]
+        lines.append("  ".join(cells))
+    lines += [f"  FAILED {s.provider} {f}" for s in summaries for f in s.failures]
+    return "\n".join(lines)
+
+
+def plot(summaries: Sequence[Summary], path: str) -> None:
+    """Draw the runs into ``path`` (PNG), one panel per measure, bars grouped by preset with
+    one per provider: records/s (median, error bars min–max), peak RSS, GC share of the
+    JVM's uptime and spillstore's hit ratio. A provider with failed runs gets ``n/m failed``
+    over its records/s bar (a bar of height 0 when none completed). Needs matplotlib
+    (``spillstore[bench]``)."""
+    from matplotlib.figure import Figure
+    from matplotlib.ticker import PercentFormatter, StrMethodFormatter
+
+    presets = list(dict.fromkeys(s.preset for s in summaries))
+    providers = list(dict.fromkeys(s.provider for s in summaries))
+    by_key = {(s.preset, s.provider): s for s in summaries}
+    width = 0.8 / len(providers)
+    fig = Figure(figsize=(max(9.0, 3.0 * len(presets) + 3), 8.0), layout="constrained")
+    axes = fig.subplots(2, 2).flatten()
+
+    def cells(provider: str) -> list[tuple[float, Summary]]:
+        placed = [(j, by_key[(preset, provider)]) for j, preset in enumerate(presets)
+                  if (preset, provider) in by_key]
+        offset = (providers.index(provider) - (len(providers) - 1) / 2) * width
+        return [(j + offset, s) for j, s in placed]
+
+    rate_ax = axes[0]
+    top = max((s.records_max or 0.0 for s in summaries), default=0.0) or 1.0
+    for provider in providers:
+        placed = cells(provider)
+        heights = [s.records_per_s or 0.0 for _, s in placed]
+        errors = [[h - (s.records_min or h) for h, (_, s) in zip(heights, placed)],
+                  [(s.records_max or h) - h for h, (_, s) in zip(heights, placed)]]
+        rate_ax.bar([x for x, _ in placed], heights, width * 0.95, yerr=errors, capsize=3,
+                    label=provider)
+        for h, (x, s) in zip(heights, placed):
+            if s.failed:
+                rate_ax.text(x, max(h, s.records_max or 0.0) + top * 0.02,
+                             f"{s.failed}/{s.ok + s.failed} failed", rotation=90, ha="center",
+                             va="bottom", color="firebrick", fontsize=8)
+    rate_ax.set_ylim(0, top * 1.35)
+    rate_ax.yaxis.set_major_formatter(StrMethodFormatter("{x:,.0f}"))
+    rate_ax.set_ylabel("records/s (median; bars: min–max)")
+    rate_ax.legend()
+
+    panels = ((axes[1], "peak_rss_mb", "peak RSS MB (max of runs)", None),
+              (axes[2], "gc_share", "GC time / JVM uptime (median)", PercentFormatter(1.0)),
+              (axes[3], "hit_ratio", "spillstore heap hit ratio (median)", PercentFormatter(1.0)))
+    for ax, field, label, formatter in panels:
+        for provider in providers:
+            placed = [(x, getattr(s, field)) for x, s in cells(provider)]
+            ax.bar([x for x, _ in placed], [v or 0.0 for _, v in placed], width * 0.95,
+                   label=provider)
+        ax.set_ylabel(label)
+        if formatter is not None:
+            ax.yaxis.set_major_formatter(formatter)
+    for ax in axes:
+        ax.set_xticks(range(len(presets)), presets)
+    fig.suptitle("spillstore bench: streaming count + sum per key, local[2]")
+    fig.savefig(path, dpi=110)
+

@@ -1,0 +1,136 @@
+"""One run of ``python -m spillstore bench``: the worker process
+(:mod:`spillstore._bench_worker`) started, waited for and killed at its timeout, and what came
+out of it (:class:`RunResult`), a failure included."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import asdict, dataclass, replace
+
+from ._bench_presets import Preset
+
+__all__ = ["RunResult", "classify_failure", "run_once"]
+
+
+@dataclass(frozen=True)
+class RunResult:
+    """One (preset, provider, repetition) run: its measurements, or why it failed."""
+
+    preset: str
+    provider: str
+    repetition: int
+    seconds: float
+    """Wall time of the run's process."""
+    failure: str | None = None
+    """``None`` for a run that completed, else the kind of failure and the telling line."""
+    records_per_s: float | None = None
+    """Input rows of the measured batches / the sum of their ``triggerExecution`` times."""
+    commit_ms: float | None = None
+    """Median over the measured batches of ``stateOperators[0].commitTimeMs``."""
+    gc_s: float | None = None
+    """Collection time of all the driver JVM's collectors over its life."""
+    gc_share: float | None = None
+    """``gc_s`` over the driver JVM's uptime when the measured batches were done."""
+    hit_ratio: float | None = None
+    """spillstore's heap hits over lookups in the measured batches (None for the others)."""
+    peak_rss_mb: float | None = None
+    """The driver JVM's peak resident set (``VmHWM``) when the measured batches were done."""
+    state_rows: int | None = None
+    """State rows of the last committed batch, counted with the state data source."""
+    stderr_tail: tuple[str, ...] = ()
+    """The last lines of a failed run's stderr."""
+
+    @property
+    def ok(self) -> bool:
+        """Whether the run completed and measured."""
+        return self.failure is None
+
+
+_OOM = re.compile(r"OutOfMemoryError|Cannot allocate memory")
+_GC_OVERHEAD = re.compile(r"GC overhead limit exceeded")
+_WORKER_TIMEOUT = re.compile(r"^timed out after")
+_EXCEPTION = re.compile(r"\b[\w.$]*(Error|Exception)\b")
+
+
+def classify_failure(returncode: int | None, stderr: str,
+                     timed_out_after: float | None = None) -> str:
+    """Name what ended a failed run, followed by its most telling stderr line.
+
+    Args:
+        returncode: the process' exit status (negative: killed by that signal).
+        stderr: everything the run wrote to stderr.
+        timed_out_after: the timeout in seconds, when the run was killed for exceeding it.
+
+    Returns:
+        ``"<kind>: <line>"`` (or just the kind), the kind being ``timeout after N s``,
+        ``GC overhead``, ``OOM``, ``killed by SIGNAME`` or ``exit status N``; the line is the
+        first one naming the out-of-memory or GC overhead error, else the last exception line,
+        else the last line, cut to 200 characters.
+    """
+    lines = [line.strip() for line in stderr.splitlines() if line.strip()]
+
+    def first(pattern: re.Pattern[str]) -> str | None:
+        return next((line for line in lines if pattern.search(line)), None)
+
+    telling = first(_GC_OVERHEAD) or first(_OOM)
+    if timed_out_after is not None:
+        kind = f"timeout after {timed_out_after:g} s"
+    elif first(_GC_OVERHEAD):
+        kind = "GC overhead"
+    elif telling:
+        kind = "OOM"
+    elif first(_WORKER_TIMEOUT):
+        kind = "timeout"
+        telling = first(_WORKER_TIMEOUT)
+    elif returncode is not None and returncode < 0:
+        kind = f"killed by {signal.Signals(-returncode).name}"
+    else:
+        kind = f"exit status {returncode}"
+    if telling is None:
+        telling = next((line for line in reversed(lines) if _EXCEPTION.search(line)),
+                       lines[-1] if lines else None)
+    return f"{kind}: {telling[:200]}" if telling else kind
+
+
+def run_once(preset: Preset, provider: str, repetition: int, options: dict[str, str],
+             timeout_s: float) -> RunResult:
+    """Run one benchmark process and wait for it, killing its process group (the Python
+    worker and the JVM it launched) at the timeout."""
+    workdir = tempfile.mkdtemp(prefix="spillstore-bench-")
+    spec = {"preset": asdict(preset), "provider": provider, "options": options,
+            "workdir": workdir, "timeout_s": timeout_s}
+    started = time.monotonic()
+    process = subprocess.Popen(
+        [sys.executable, "-m", "spillstore._bench_worker", json.dumps(spec)],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
+    timed_out_after = None
+    try:
+        try:
+            stdout, stderr = process.communicate(timeout=timeout_s)
+        except subprocess.TimeoutExpired:
+            timed_out_after = timeout_s
+            os.killpg(process.pid, signal.SIGKILL)
+            stdout, stderr = process.communicate()
+    finally:
+        if process.poll() is None:  # interrupted while waiting (Ctrl-C)
+            os.killpg(process.pid, signal.SIGKILL)
+            process.wait()
+        shutil.rmtree(workdir, ignore_errors=True)
+    seconds = time.monotonic() - started
+    base = RunResult(preset.name, provider, repetition, round(seconds, 1))
+    if process.returncode == 0 and timed_out_after is None:
+        try:
+            return replace(base, **json.loads(stdout.strip().splitlines()[-1]))
+        except (IndexError, ValueError, TypeError) as e:
+            stderr += f"\nno result line on stdout: {e!r}"
+    return replace(base, failure=classify_failure(process.returncode, stderr, timed_out_after),
+                   stderr_tail=tuple(stderr.strip().splitlines()[-20:]))
+
