@@ -8,7 +8,7 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
-from .metrics import _size, cache_hit_ratio, state_metrics
+from .metrics import size_text, cache_hit_ratio, state_metrics
 
 __all__ = ["follow", "header", "print_summary"]
 
@@ -25,7 +25,7 @@ _COLUMNS = (
 
 
 def _fmt_bytes(n: int | None) -> str:
-    return "-" if n is None else _size(n)
+    return "-" if n is None else size_text(n)
 
 
 def _fmt_int(n: float | None) -> str:

@@ -18,7 +18,13 @@ from collections.abc import Sequence
 
 from . import bench
 from ._argtypes import parse_option, positive_float, positive_int
-from ._config import PROVIDER_CLASS_CONF, UnsupportedSparkVersionError, configure, jar_path
+from ._config import (
+    PROVIDER_CLASS_CONF,
+    JarMismatchError,
+    UnsupportedSparkVersionError,
+    configure,
+    jar_path,
+)
 from ._jobs import PROVIDERS, local_builder, skewed_key
 from ._progress import follow, header, print_summary
 from .checkpoint import inspect_checkpoint
@@ -34,7 +40,7 @@ def _demo(args: argparse.Namespace) -> int:
     if args.provider == "spillstore":
         try:
             configure(builder, **dict(args.option))
-        except (FileNotFoundError, UnsupportedSparkVersionError, ValueError) as e:
+        except (FileNotFoundError, UnsupportedSparkVersionError, JarMismatchError, ValueError) as e:
             print(f"error: {e}", file=sys.stderr)
             return 1
     else:
@@ -91,7 +97,7 @@ def _demo(args: argparse.Namespace) -> int:
 def _jar(args: argparse.Namespace) -> int:
     try:
         print(jar_path())
-    except (FileNotFoundError, UnsupportedSparkVersionError) as e:
+    except (FileNotFoundError, UnsupportedSparkVersionError, JarMismatchError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 1
     return 0

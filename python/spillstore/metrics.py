@@ -173,9 +173,9 @@ class OperatorMetrics:
             f"{self.operator}#{self.index} hit {_percent(self.hit_ratio)}"
             f" (cum {_percent(self.cumulative_hit_ratio)})"
             f" hits {self.cache_hits} misses {self.cache_misses} evicted {self.evictions}"
-            f" heap {_size(self.heap_bytes)} ({self.heap_entries} keys)"
-            f" cold {_size(self.cold_bytes)} ({self.cold_entries} keys)"
-            f" journal {_size(self.journal_bytes)} commit {self.commit_time_ms} ms"
+            f" heap {size_text(self.heap_bytes)} ({self.heap_entries} keys)"
+            f" cold {size_text(self.cold_bytes)} ({self.cold_entries} keys)"
+            f" journal {size_text(self.journal_bytes)} commit {self.commit_time_ms} ms"
         )
 
 
@@ -183,7 +183,8 @@ def _percent(ratio: float | None) -> str:
     return "n/a" if ratio is None else f"{ratio * 100:.1f}%"
 
 
-def _size(n: int) -> str:
+def size_text(n: int) -> str:
+    """``n`` bytes as the CLI and the progress log print it (``1.5 MiB``)."""
     value = float(n)
     for unit in ("B", "KiB", "MiB", "GiB"):
         if value < 1024 or unit == "GiB":

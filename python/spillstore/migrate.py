@@ -20,6 +20,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from ._config import configure
+
 __all__ = ["MigrationRefused", "MigrationResult", "OperatorResult", "TARGETS", "migrate"]
 
 TARGETS = ("spillstore", "hdfs", "rocksdb")
@@ -106,8 +108,6 @@ def migrate(checkpoint: str | Path, to: str = "spillstore", *, batch: int | None
 
 def _local_session() -> Any:
     from pyspark.sql import SparkSession
-
-    from ._config import configure
 
     builder = (SparkSession.builder.master("local[1]").appName("spillstore-migrate")
                .config("spark.ui.enabled", "false"))
