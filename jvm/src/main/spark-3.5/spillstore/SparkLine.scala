@@ -36,7 +36,7 @@ trait SparkLineProvider extends StateStoreProvider { self: SpillStoreProvider =>
  * (`get`, and the iteration over timed-out state) in the input iterator, which the Python
  * runner's writer thread consumes, while the task thread writes (`put`, `remove`) and commits
  * (the single-threaded runner came in 4.0, SPARK-44705). So every call, and each step of an
- * iteration, holds the provider's monitor ([[SerializedCalls]]).
+ * iteration, holds the provider's monitor (`SerializedCalls`).
  */
 trait SparkLineStore extends StateStore { self: SpillStateStore =>
   override def get(key: UnsafeRow): UnsafeRow = provider.synchronized(getValue(key))

@@ -14,7 +14,7 @@ trait SparkLineProvider extends SparkLine42Provider { self: SpillStoreProvider =
  * Spark 4.3's `spark.python.udf.pipelined.enabled` (default off) gives Python runners a writer
  * thread again, which consumes the input: `applyInPandasWithState` then reads state on it while
  * the task thread writes, as on 3.5. With it on, every call and each step of an iteration holds
- * the provider's monitor ([[SerializedCalls]]); with it off, a call pays one branch.
+ * the provider's monitor (`SerializedCalls`); with it off, a call pays one branch.
  */
 trait SparkLineStore extends SparkLine42Store { self: SpillStateStore =>
   private val serialized =

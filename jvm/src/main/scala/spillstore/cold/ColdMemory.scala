@@ -8,7 +8,7 @@ import org.apache.spark.internal.Logging
  * The native memory of all cold tiers of one executor JVM: one block cache and one write-buffer
  * budget that every cold tier's RocksDB shares, as Spark's RocksDB provider does with
  * `boundedMemoryUsage`: data blocks and memtables (charged to the cache) are bounded by one
- * number, [[bytes]], however many stores an executor loads, where each RocksDB had its own 8 MB
+ * number, `bytes`, however many stores an executor loads, where each RocksDB had its own 8 MB
  * cache and two 16 MB memtables. RocksDB flushes memtables when the stores being written
  * together exceed the write-buffer share; a store that stops writing keeps what its memtables
  * hold (at most two of [[Shared.memtableBytes]]). Index and filter blocks are outside the bound

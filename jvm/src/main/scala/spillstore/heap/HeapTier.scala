@@ -142,7 +142,10 @@ final class HeapTier(listener: HeapTier.Listener = HeapTier.NoListener) {
   def changed(slot: Int): Boolean = has(slot, Changed)
   /** Had a committed value before the open batch changed it. */
   def existed(slot: Int): Boolean = has(slot, Existed)
-  /** What the cold tier holds for this key: [[ColdAbsent]], [[ColdStale]] or [[ColdClean]]. */
+  /**
+   * What the cold tier holds for this key: [[HeapTier.ColdAbsent]], [[HeapTier.ColdStale]] or
+   * [[HeapTier.ColdClean]].
+   */
   def cold(slot: Int): Byte = ((bits(slot) >>> ColdShift) & 3).toByte
   def setCold(slot: Int, c: Byte): Unit =
     setBits(slot, (bits(slot) & ~(3 << ColdShift)) | (c << ColdShift))
@@ -624,7 +627,7 @@ object HeapTier {
   /** The hash Spark's `UnsafeRow.hashCode` gives the same bytes. */
   def hashOf(bytes: Array[Byte]): Int = hashOf(bytes, 0, bytes.length)
 
-  /** [[hashOf]] of bytes [offset, offset + length) of `bytes`. */
+  /** `hashOf` of bytes [offset, offset + length) of `bytes`. */
   def hashOf(bytes: Array[Byte], offset: Int, length: Int): Int =
     Murmur3_x86_32.hashUnsafeWords(bytes, Platform.BYTE_ARRAY_OFFSET + offset, length, 42)
 

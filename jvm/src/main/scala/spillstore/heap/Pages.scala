@@ -96,7 +96,7 @@ final class Pages {
 
   /**
    * Pages worth evacuating to give back at least `bytes`, emptiest first: pages whose written
-   * bytes are at most [[MaxEvacuatedOccupancy]] live (so freeing a byte copies at most three).
+   * bytes are at most `MaxEvacuatedOccupancy` live (so freeing a byte copies at most three).
    * Maybe fewer. If the page being filled is one, the next region goes to a new page.
    */
   def evacuationCandidates(bytes: Long): Array[Int] = {
