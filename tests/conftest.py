@@ -16,7 +16,7 @@ import harness
 import pytest
 import spillstore
 
-OPERATORS_JOB = Path(__file__).with_name("operators_job.py")
+OPERATORS_JOB = harness.JOBS / "operators_job.py"
 
 
 def write_stand_in_jar(path: Path, line: str, version: str | None = spillstore.__version__) -> None:

@@ -8,7 +8,8 @@ store provider keeps the state, so outputs can be compared batch by batch. The s
 ``<output dir>/<batch id>.json``; a replayed batch overwrites its file, and a query continued
 in another process (another JVM) writes to the same directory.
 
-Also imported by ``restart_worker.py``, which runs in a fresh Python process and JVM.
+Also imported by job scripts in ``jobs/``, which the tests run in a fresh Python process and
+JVM; such a script puts this directory on ``sys.path`` before importing it.
 """
 
 from __future__ import annotations
@@ -42,6 +43,8 @@ needs_state_reader = pytest.mark.skipif(
 DEFAULT = "org.apache.spark.sql.execution.streaming.state.HDFSBackedStateStoreProvider"
 PROVIDER_CONF = spillstore.PROVIDER_CLASS_CONF
 QUERY_TIMEOUT_S = 180
+# The job scripts the tests run in a process (and JVM) of their own.
+JOBS = Path(__file__).resolve().parent / "jobs"
 
 # --------------------------------------------------------------------------------------------
 # Session

@@ -22,7 +22,7 @@ import pytest
 from harness import DEFAULT, NUM_BATCHES, QUERIES, SPILLSTORE, Run
 
 FullRun = Callable[[str, str], Run]
-WORKER = Path(__file__).with_name("restart_worker.py")
+WORKER = harness.JOBS / "restart_worker.py"
 # (query, batches committed before the kill, seed of the delay after that into the next batch)
 TRIALS = [("agg_update_window", 1, 1), ("join_left_outer", 2, 2), ("session_window", 3, 3)]
 

@@ -1,18 +1,17 @@
 """spillstore's executor-wide metrics through Spark's metrics system: a spilling query in a
-fresh JVM (tests/monitoring_job.py) with the PrometheusServlet and JMX sinks, each sink read
+fresh JVM (tests/jobs/monitoring_job.py) with the PrometheusServlet and JMX sinks, each sink read
 over its real interface (HTTP, the platform MBean server) after two and after four batches."""
 
 from __future__ import annotations
 
 import json
 import re
-from pathlib import Path
 from typing import Any
 
 import harness
 import pytest
 
-JOB = Path(__file__).resolve().parent / "monitoring_job.py"
+JOB = harness.JOBS / "monitoring_job.py"
 
 COUNTERS = ("cacheHits", "cacheMisses", "coldLoads", "evictions", "writeBacks", "commits",
             "journalBytes", "journalRecords", "snapshotBytes", "reliefRounds",
@@ -110,7 +109,7 @@ def test_progress_agrees_with_the_executor_counters(readings: list[dict[str, Any
 def test_the_grafana_dashboard_queries_published_metrics(readings: list[dict[str, Any]]) -> None:
     """Every series conf/grafana-spillstore.json asks Prometheus for is one the driver's
     PrometheusServlet publishes (the namespace variable set to the job's)."""
-    dashboard = json.loads((JOB.parents[1] / "conf" / "grafana-spillstore.json").read_text())
+    dashboard = json.loads((JOB.parents[2] / "conf" / "grafana-spillstore.json").read_text())
     names = set()
     for panel in dashboard["panels"]:
         assert panel["targets"], panel["title"]

@@ -23,12 +23,12 @@ from pathlib import Path
 import harness
 import pytest
 import spillstore
-from pandas_state_job import ROWS_PER_KEY
+from jobs.pandas_state_job import ROWS_PER_KEY
 
 pytestmark = pytest.mark.skipif(harness.SPARK_LINE != (3, 5),
                                 reason="only Spark 3.5 reads state on a second thread")
 
-JOB = Path(__file__).with_name("pandas_state_job.py")
+JOB = harness.JOBS / "pandas_state_job.py"
 KEYS = 400_000
 BATCHES = 2
 

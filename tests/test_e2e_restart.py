@@ -23,7 +23,7 @@ RESUMABLE = ["agg_update_window", "dedup", "join_left_outer", "session_window"]
 # depend on the cut, with any provider. After batch 1 (watermark 8) nothing does.
 BEFORE_STOP = range(0, 2)
 AFTER_STOP = range(2, NUM_BATCHES)
-WORKER = Path(__file__).with_name("restart_worker.py")
+WORKER = harness.JOBS / "restart_worker.py"
 
 
 def _run_until_stop(spark: Any, query: str, workdir: Path) -> dict[str, Path]:

@@ -20,9 +20,9 @@ from typing import Any
 import harness
 import pytest
 import spillstore
-from aggregation_job import SCHEMAS
+from jobs.aggregation_job import SCHEMAS
 
-JOB = Path(__file__).with_name("aggregation_job.py")
+JOB = harness.JOBS / "aggregation_job.py"
 
 
 def _run_job(workdir: Path, batches: list[list[tuple[int, ...]]], **spec: Any

@@ -15,7 +15,7 @@ import spillstore
 from spillstore.checkpoint import inspect_checkpoint
 from spillstore.cli import main as cli
 
-JOB = Path(__file__).resolve().parent / "provider_switch_job.py"
+JOB = harness.JOBS / "provider_switch_job.py"
 
 
 @pytest.fixture(scope="module")

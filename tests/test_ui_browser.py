@@ -24,6 +24,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import harness
 import pytest
 import spillstore
 
@@ -102,7 +103,7 @@ def live_query(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, s
         [str(Path(spillstore.__file__).parent.parent), str(HERE)]))
     log = open(workdir / "worker.log", "w")
     worker = subprocess.Popen(
-        [sys.executable, str(HERE / "ui_worker.py"), str(_free_port()),
+        [sys.executable, str(harness.JOBS / "ui_worker.py"), str(_free_port()),
          str(workdir / "checkpoint")],
         stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=log, text=True, env=env)
     try:

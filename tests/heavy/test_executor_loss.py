@@ -14,11 +14,11 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-import executor_loss_job as job
 import harness
 import pytest
+from jobs import executor_loss_job as job
 
-JOB = Path(__file__).with_name("executor_loss_job.py")
+JOB = harness.JOBS / "executor_loss_job.py"
 # (variant, spillstore memoryBudget or None for the default, [(shape, seed)]): the seed picks
 # the input, the batch during which the kill comes (after 1 to 4 committed batches), the delay
 # into that batch's job (0-0.4 s) and which of the two executors dies.

@@ -15,7 +15,7 @@ from pathlib import Path
 import harness
 import pytest
 
-JOB = Path(__file__).with_name("spill_job.py")
+JOB = harness.JOBS / "spill_job.py"
 KEYS = int(os.environ.get("SPILLSTORE_HEAVY_KEYS", 10_000_000))
 ROWS_PER_BATCH = min(KEYS, 1_000_000)
 BATCHES = KEYS // ROWS_PER_BATCH + 2  # the last two batches update keys held in RocksDB

@@ -1,7 +1,7 @@
 """A query started on Spark's HDFS provider, stopped, and restarted with spillstore selected,
 in a fresh JVM whose driver log (stderr, WARN level) the test reads.
 
-    python tests/provider_switch_job.py WORKDIR
+    python tests/jobs/provider_switch_job.py WORKDIR
 
 Prints one JSON line: the provider each run's operator reported (``operator_metrics``) and the
 state rows counted by the second run.
@@ -13,7 +13,7 @@ import json
 import sys
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))  # tests/, for harness
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests/, for harness
 import harness  # noqa: E402
 
 import spillstore  # noqa: E402

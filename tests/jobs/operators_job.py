@@ -1,6 +1,6 @@
 """Run every query under test with spillstore in a fresh JVM, at one memory budget.
 
-    python tests/operators_job.py SPEC.json
+    python tests/jobs/operators_job.py SPEC.json
 
 SPEC.json: ``{"workdir", "budget" (a spillstore memoryBudget, or null for the default),
 "queries": [name, ...]}``. The session is the tests' own (``harness.start_session``: local[2],
@@ -21,7 +21,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))  # tests/, for harness
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests/, for harness
 import harness  # noqa: E402
 
 

@@ -1,7 +1,7 @@
 """A streaming ``applyInPandasWithState`` count per key with spillstore in a fresh JVM: for
 test_e2e_pandas_state_threads.py.
 
-    python tests/pandas_state_job.py SPEC.json
+    python tests/jobs/pandas_state_job.py SPEC.json
 
 SPEC.json: ``{"budget" (a spillstore memoryBudget), "input", "checkpoint", "report"}``. The input is ``key LONG`` (JSON lines, file i is batch i); the query, on
 ``local[2]`` with 2 shuffle partitions, counts the rows of each key in its state and outputs
@@ -24,7 +24,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))  # tests/, for harness
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests/, for harness
 import harness  # noqa: E402
 
 ROWS_PER_KEY = 2  # every key's rows in each batch

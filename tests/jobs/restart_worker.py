@@ -1,6 +1,6 @@
 """Continue streaming queries from their checkpoints in a fresh Python process and JVM.
 
-Run by test_e2e_restart.py as ``python restart_worker.py JOBS.json``; JOBS.json is a list of
+Run by test_e2e_restart.py as ``python jobs/restart_worker.py JOBS.json``; JOBS.json is a list of
 ``{"query", "inputs": {source: dir}, "checkpoint", "output"}``. Each query runs with
 spillstore (a checkpoint keeps its provider anyway) until it has read every input file,
 writing its batches to ``output`` like the runs in the test process. Exits non-zero on the
@@ -13,7 +13,8 @@ import json
 import sys
 from pathlib import Path
 
-import harness
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests/, for harness
+import harness  # noqa: E402
 
 
 def main(jobs_file: str) -> int:

@@ -1,7 +1,7 @@
 """A streaming count over many more keys than the memory budget holds, in its own JVM with a
 small driver heap. Prints one JSON line of results; exits non-zero on any wrong batch.
 
-    python tests/heavy/spill_job.py KEYS ROWS_PER_BATCH BATCHES BUDGET DRIVER_MEMORY
+    python tests/jobs/spill_job.py KEYS ROWS_PER_BATCH BATCHES BUDGET DRIVER_MEMORY
 
 The checkpoint is a temporary directory (under ``TMPDIR``), deleted at the end.
 """

@@ -1,7 +1,7 @@
 """One streaming aggregation with spillstore in a fresh JVM: for the first-spill and the
 many-partitions tests.
 
-    python tests/aggregation_job.py SPEC.json
+    python tests/jobs/aggregation_job.py SPEC.json
 
 SPEC.json: ``{"master", "partitions" (spark.sql.shuffle.partitions), "budget" (a spillstore
 memoryBudget), "shape", "input", "checkpoint", "output", "report", "read_state"}``. Shapes:
@@ -28,7 +28,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))  # tests/, for harness
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests/, for harness
 import harness  # noqa: E402
 
 SCHEMAS = {"mod3_count": "value LONG", "key_count_sum": "key LONG, value LONG"}

@@ -2,7 +2,7 @@
 spillstore over the first GOLDEN_BATCHES input batches, its checkpoint and its output kept in
 the tests, so that every later version must resume them exactly (test_golden.py).
 
-    python tests/golden_job.py write tests/golden/<version>
+    python tests/jobs/golden_job.py write tests/golden/<version>
 
 Per query ``<dir>/<query>/checkpoint`` (Spark's logs and spillstore's state files) and
 ``<dir>/<query>/output`` (``<batch id>.json``, as ``harness.batch_writer`` writes them), and
@@ -23,7 +23,7 @@ import tempfile
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))  # tests/, for harness
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests/, for harness
 import harness  # noqa: E402
 
 GOLDEN_BATCHES = 3

@@ -1,7 +1,7 @@
 """A spilling streaming aggregation with spillstore's plugin and Spark's PrometheusServlet and
 JMX sinks, in a fresh JVM: for test_e2e_monitoring.py.
 
-    python tests/monitoring_job.py WORKDIR
+    python tests/jobs/monitoring_job.py WORKDIR
 
 The query runs on (processing-time trigger) while two input files arrive (two batches); then
 the job scrapes the driver's ``/metrics/prometheus`` and reads the ``metrics`` JMX domain of
@@ -22,7 +22,7 @@ import urllib.request
 from pathlib import Path
 from typing import Any
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))  # tests/, for harness
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests/, for harness
 import harness  # noqa: E402
 
 BUDGET = "64k"

@@ -1,7 +1,7 @@
 """Stateful streaming queries on ``local-cluster[2,1,1024]`` (two executor JVMs), one executor
 SIGKILLed in the middle of a batch of each; the queries carry on without a restart.
 
-    python tests/heavy/executor_loss_job.py SPEC.json
+    python tests/jobs/executor_loss_job.py SPEC.json
 
 SPEC.json: ``{"workdir", "budget" (a spillstore memoryBudget, or null for the default),
 "trials": [{"shape", "seed"}]}``. Every trial writes its input (``input_batches(seed)``) into
