@@ -6,6 +6,7 @@ import scala.jdk.CollectionConverters._
 
 import com.fasterxml.jackson.databind.{JsonNode, ObjectMapper}
 import com.fasterxml.jackson.databind.node.ObjectNode
+import org.apache.commons.io.IOUtils
 import org.apache.hadoop.conf.Configuration
 import org.apache.hadoop.fs.{FileSystem, Path}
 
@@ -77,7 +78,7 @@ object QueryCheckpoint {
     /** Throws [[InvalidEntryException]] if `file` is not an entry. */
     def read(fs: FileSystem, file: Path): OffsetLogEntry = {
       val in = fs.open(file)
-      val text = try new String(org.apache.commons.io.IOUtils.toByteArray(in), StandardCharsets.UTF_8)
+      val text = try new String(IOUtils.toByteArray(in), StandardCharsets.UTF_8)
         finally in.close()
       val lines = text.split("\n", -1).toSeq
       if (lines.size < 2 || !lines.head.startsWith("v")) {
