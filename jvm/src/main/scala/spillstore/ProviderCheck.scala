@@ -2,15 +2,14 @@ package spillstore
 
 import scala.util.control.NonFatal
 
-import org.apache.hadoop.conf.Configuration
 import org.apache.hadoop.fs.Path
 
 import org.apache.spark.internal.Logging
 import org.apache.spark.sql.SparkSession
-import org.apache.spark.sql.streaming.{StreamingQuery, StreamingQueryListener}
+import org.apache.spark.sql.streaming.StreamingQueryListener
 import org.apache.spark.sql.streaming.StreamingQueryListener.{QueryProgressEvent, QueryStartedEvent, QueryTerminatedEvent}
 
-import spillstore.migrate.CheckpointLayout
+import spillstore.checkpoint.QueryCheckpoint
 
 /**
  * Tells the user at once when a query configured for spillstore runs on another provider.
@@ -35,8 +34,8 @@ class ProviderCheck extends StreamingQueryListener with Logging {
     session.filter(_.conf.getOption(ProviderCheck.ProviderConf).contains(ProviderCheck.Spillstore))
       .flatMap(s => Option(s.streams.get(event.id)).map(q => s -> q))
       .foreach { case (s, query) =>
-        val checkpoint = ProviderCheck.checkpointRoot(query)
-        ProviderCheck.recordedProvider(checkpoint, s.sparkContext.hadoopConfiguration)
+        val checkpoint = QueryCheckpoint.checkpointRoot(query)
+        QueryCheckpoint.recordedProvider(new Path(checkpoint), s.sparkContext.hadoopConfiguration)
           .filter(_ != ProviderCheck.Spillstore)
           .foreach(recorded => logWarning(ProviderCheck.message(
             Option(event.name).getOrElse(event.id.toString), checkpoint, recorded)))
@@ -48,21 +47,8 @@ class ProviderCheck extends StreamingQueryListener with Logging {
 }
 
 object ProviderCheck {
-  val ProviderConf = "spark.sql.streaming.stateStore.providerClass"
+  val ProviderConf: String = QueryCheckpoint.ProviderConf
   val Spillstore: String = classOf[SpillStoreProvider].getName
-
-  /** The provider the newest offset-log entry under `checkpoint` records; None for a new query. */
-  def recordedProvider(checkpoint: String, hadoopConf: Configuration): Option[String] = {
-    val root = new Path(checkpoint)
-    if (!root.getFileSystem(hadoopConf).exists(new Path(root, "offsets"))) None
-    else new CheckpointLayout(root, hadoopConf).recordedProvider
-  }
-
-  /** A running query's checkpoint root (Spark's query internals, on every Spark line). */
-  def checkpointRoot(query: StreamingQuery): String = {
-    val execution = query.getClass.getMethod("streamingQuery").invoke(query)
-    execution.getClass.getMethod("resolvedCheckpointRoot").invoke(execution).toString
-  }
 
   def message(query: String, checkpoint: String, recorded: String): String =
     s"Query '$query' is configured for spillstore ($ProviderConf=$Spillstore), but its " +

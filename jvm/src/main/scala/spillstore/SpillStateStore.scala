@@ -5,8 +5,8 @@ import org.apache.spark.sql.execution.streaming.state._
 import org.apache.spark.unsafe.Platform
 
 import spillstore.heap.KeyValue
-import spillstore.metrics.SpillStoreMetrics
-import spillstore.tiered.{Lease, TierCounters}
+import spillstore.metrics.{SpillStoreMetrics, TierCounters}
+import spillstore.tiered.Lease
 
 /**
  * A view of a provider's live state at `version`, for one task. Writable views are the batch:

@@ -13,6 +13,8 @@ import org.apache.commons.io.FileUtils
 
 import org.apache.spark.internal.Logging
 
+import spillstore.metrics.ExecutorStats
+
 /**
  * One directory per JVM under each local-dir parent, so that cold tiers a JVM never closed and
  * snapshot merges it never finished (SIGKILL, OOM kill, lost executor, providers never
@@ -37,6 +39,7 @@ import org.apache.spark.internal.Logging
  * | dead JVMs' sibling dirs     | [[jvmDirUnder]] sweeps once per parent    | any, under `owned` |
  * | our dirs at normal exit     | the shutdown hook deletes them            | hook, under `owned`|
  * | sizes for metrics           | [[bytesOnDisk]] reads (a copy of `owned`) | any                |
+ * |                             | (registered with `ExecutorStats` at init) |                    |
  *
  * Creation is rare (once per parent per JVM), so one monitor serializes all of it: task threads
  * spilling for the first time at once wait for the first one, then share its directory.
@@ -207,4 +210,7 @@ object LocalDirs extends Logging {
         None
     } finally channel.close() // releases the lock, after the delete
   }
+
+  // Last in the body: a metrics thread may call in as soon as this runs.
+  ExecutorStats.registerColdDisk(() => bytesOnDisk())
 }

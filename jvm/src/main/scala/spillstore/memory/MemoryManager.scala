@@ -395,12 +395,23 @@ object MemoryManager {
    * readings). Providers' confs take effect when they [[MemoryManager.register]].
    */
   def get(conf: MemoryConf): MemoryManager = synchronized {
-    if (instance == null) instance = new MemoryManager(conf)
+    if (instance == null) {
+      instance = new MemoryManager(conf)
+      ExecutorStats.registerMemory(figures(instance))
+    }
     instance
   }
 
-  /** The executor's manager, if a store has loaded in this JVM: for metrics. */
-  def current: Option[MemoryManager] = synchronized(Option(instance))
+  /** What the executor-wide gauges show of `m`, read at each poll. */
+  private def figures(m: MemoryManager): ExecutorStats.MemoryFigures =
+    new ExecutorStats.MemoryFigures {
+      def effectiveBudgetBytes: Long = m.status.effectiveBudgetBytes
+      def budgetBytes: Long = m.status.budgetBytes
+      def heapBytes: Long = m.status.totalHeapBytes
+      def heapEntries: Long = m.status.totalEntries
+      def openStores: Long = m.status.spillables.toLong
+      def coldBytes: Long = m.totalSpilledBytes
+    }
 
   /** Runs relief rounds asked for by the pressure monitor: one daemon thread per JVM. */
   private[memory] object ReliefThread {

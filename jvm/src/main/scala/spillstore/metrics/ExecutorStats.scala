@@ -5,10 +5,6 @@ import java.util.concurrent.atomic.LongAdder
 
 import com.codahale.metrics.{Counter, Timer}
 
-import spillstore.cold.LocalDirs
-import spillstore.memory.MemoryManager
-import spillstore.tiered.TierCounters
-
 /**
  * Executor-wide figures of every spillstore store in this JVM, for Spark's metrics system
  * (see [[SpillStoreMetricsSource]]): counters since the JVM started, and gauges read when a
@@ -23,11 +19,14 @@ import spillstore.tiered.TierCounters
  * commit figures    | the committing task thread (the provider)     | same
  * snapshot bytes    | maintenance threads (Snapshotter)            | same
  * relief, pressure  | the memory manager and its pressure monitor  | same
- * gauges            | nobody: computed from the memory manager and | same
- *                   | the cold tiers' directories at each read     |
+ * gauge readers     | registered once: the executor's memory       | same (each gauge
+ *                   | manager when created, the cold tiers' local   | computes its value
+ *                   | directories (LocalDirs) on first use          | at each read)
  * }}}
  * Counters are Dropwizard's (thread-safe `LongAdder`s); nothing here takes a lock. The hot
- * path (get/put) touches none of it: a state adds its lookups in one step per batch.
+ * path (get/put) touches none of it: a state adds its lookups in one step per batch. Metrics
+ * reads no other package: what the gauges show is registered by the packages that have it,
+ * and reads 0 until then (no store has loaded in this JVM).
  */
 object ExecutorStats {
   private val countersByName = Seq.newBuilder[(String, Counter)]
@@ -55,20 +54,40 @@ object ExecutorStats {
   val commitTime = new Timer
   private val commitTimeNanos = new LongAdder
 
-  private def memory(read: MemoryManager.Status => Long): Long =
-    MemoryManager.current.map(m => read(m.status)).getOrElse(0L)
+  /** What the memory gauges read at each poll: the executor's memory manager's figures. */
+  trait MemoryFigures {
+    def effectiveBudgetBytes: Long
+    def budgetBytes: Long
+    def heapBytes: Long
+    def heapEntries: Long
+    def openStores: Long
+    /** RocksDB's own size (files and memtables) as the stores last saw it. */
+    def coldBytes: Long
+  }
+
+  @volatile private var memory: Option[MemoryFigures] = None
+  @volatile private var coldDisk: () => Long = () => 0L
+
+  /** Registers the executor's memory manager's figures for the gauges. */
+  def registerMemory(figures: MemoryFigures): Unit = memory = Some(figures)
+
+  /**
+   * Registers how to read the bytes of the files under the cold tiers' local directories
+   * (memtables not yet flushed are not in them).
+   */
+  def registerColdDisk(read: () => Long): Unit = coldDisk = read
+
+  private def ofMemory(read: MemoryFigures => Long): Long = memory.map(read).getOrElse(0L)
 
   /** Gauges by metric name: read at each poll. */
   val gauges: Seq[(String, () => Long)] = Seq(
-    "budgetBytes" -> (() => memory(_.effectiveBudgetBytes)),
-    "budgetConfiguredBytes" -> (() => memory(_.budgetBytes)),
-    "heapBytes" -> (() => memory(_.totalHeapBytes)),
-    "heapEntries" -> (() => memory(_.totalEntries)),
-    "openStores" -> (() => memory(_.spillables.toLong)),
-    // RocksDB's own size (files and memtables) as the stores last saw it
-    "coldBytes" -> (() => MemoryManager.current.map(_.totalSpilledBytes).getOrElse(0L)),
-    // the files under the cold tiers' local directories (memtables not yet flushed are not)
-    "coldDiskBytes" -> (() => LocalDirs.bytesOnDisk()))
+    "budgetBytes" -> (() => ofMemory(_.effectiveBudgetBytes)),
+    "budgetConfiguredBytes" -> (() => ofMemory(_.budgetBytes)),
+    "heapBytes" -> (() => ofMemory(_.heapBytes)),
+    "heapEntries" -> (() => ofMemory(_.heapEntries)),
+    "openStores" -> (() => ofMemory(_.openStores)),
+    "coldBytes" -> (() => ofMemory(_.coldBytes)),
+    "coldDiskBytes" -> (() => coldDisk()))
 
   /** Adds what a live state counted since it last reported. */
   def addTier(c: TierCounters): Unit = {

@@ -5,11 +5,14 @@ import java.nio.charset.StandardCharsets
 
 import scala.jdk.CollectionConverters._
 
-import com.fasterxml.jackson.databind.{JsonNode, ObjectMapper}
+import com.fasterxml.jackson.databind.ObjectMapper
 import org.apache.hadoop.conf.Configuration
 import org.apache.hadoop.fs.{FileSystem, Path}
 
 import org.apache.spark.sql.types.{DataType, StructType}
+
+import spillstore.checkpoint.QueryCheckpoint
+import spillstore.checkpoint.QueryCheckpoint.OffsetLogEntry
 
 /**
  * What a streaming query's checkpoint holds, as far as moving its state goes: the offset and
@@ -27,23 +30,17 @@ final class CheckpointLayout(val root: Path, hadoopConf: Configuration) {
   val fs: FileSystem = root.getFileSystem(hadoopConf)
   if (!isDir(root)) refuse(s"$root is not a checkpoint directory")
 
-  val offsets: Seq[Long] = numbered(new Path(root, "offsets"))
+  val offsets: Seq[Long] = numbered(QueryCheckpoint.offsetsDir(root))
   val commits: Seq[Long] = numbered(new Path(root, "commits"))
   def stateRoot: Path = new Path(root, "state")
 
-  def offsetFile(batch: Long): Path = new Path(new Path(root, "offsets"), batch.toString)
+  def offsetFile(batch: Long): Path = QueryCheckpoint.offsetFile(root, batch)
 
   /** The confs the newest offset-log entry records (Spark applies them on restart). */
-  lazy val recordedConf: Map[String, String] = offsets.lastOption match {
-    case None => Map.empty
-    case Some(b) =>
-      val conf = OffsetLogEntry.read(fs, offsetFile(b)).metadata.get("conf")
-      if (conf == null) Map.empty
-      else Json.convertValue(conf, classOf[java.util.Map[String, Object]]).asScala
-        .map { case (k, v) => k -> String.valueOf(v) }.toMap
-  }
+  lazy val recordedConf: Map[String, String] =
+    offsets.lastOption.fold(Map.empty[String, String])(b => readEntry(fs, offsetFile(b)).conf)
 
-  def recordedProvider: Option[String] = recordedConf.get(ProviderConf)
+  def recordedProvider: Option[String] = recordedConf.get(QueryCheckpoint.ProviderConf)
 
   /** The stateful operators under `state/`, in id order. */
   lazy val operators: Seq[Operator] =
@@ -127,14 +124,10 @@ final class CheckpointLayout(val root: Path, hadoopConf: Configuration) {
 
   private def isDir(p: Path): Boolean = fs.exists(p) && fs.getFileStatus(p).isDirectory
 
-  private def numbered(dir: Path): Seq[Long] =
-    if (!isDir(dir)) Seq.empty
-    else fs.listStatus(dir).map(_.getPath.getName).filter(n => n.nonEmpty && n.forall(_.isDigit))
-      .map(_.toLong).sorted.toSeq
+  private def numbered(dir: Path): Seq[Long] = QueryCheckpoint.numbered(fs, dir)
 }
 
 object CheckpointLayout {
-  val ProviderConf = "spark.sql.streaming.stateStore.providerClass"
   val DefaultStore = "default"
   private[migrate] val Json = new ObjectMapper()
 
@@ -152,40 +145,13 @@ object CheckpointLayout {
     else 0
 
   private[migrate] def refuse(message: String): Nothing = throw new MigrationRefusedException(message)
+
+  /** An offset-log entry; a file that is not one is refused. */
+  private[migrate] def readEntry(fs: FileSystem, file: Path): OffsetLogEntry =
+    try OffsetLogEntry.read(fs, file) catch {
+      case e: QueryCheckpoint.InvalidEntryException => refuse(e.getMessage)
+    }
 }
 
 /** Migration cannot proceed; nothing was changed, or what was changed is resumable. */
 final class MigrationRefusedException(message: String) extends IllegalStateException(message)
-
-/**
- * One offset-log entry: a version line, the metadata JSON line (batch watermark, timestamp and
- * the confs Spark reapplies on restart), then one line per source offset.
- */
-private[migrate] final case class OffsetLogEntry(lines: Seq[String], metadata: JsonNode) {
-  /** The same entry recording `provider` as the state store provider. */
-  def withProvider(provider: String): String = {
-    val updated = metadata.deepCopy[com.fasterxml.jackson.databind.node.ObjectNode]()
-    val conf = updated.path("conf") match {
-      case o: com.fasterxml.jackson.databind.node.ObjectNode => o
-      case _ => updated.putObject("conf")
-    }
-    conf.put(CheckpointLayout.ProviderConf, provider)
-    (lines.head +: CheckpointLayout.Json.writeValueAsString(updated) +: lines.drop(2)).mkString("\n")
-  }
-}
-
-private[migrate] object OffsetLogEntry {
-  def read(fs: FileSystem, file: Path): OffsetLogEntry = {
-    val in = fs.open(file)
-    val text = try new String(org.apache.commons.io.IOUtils.toByteArray(in), StandardCharsets.UTF_8)
-      finally in.close()
-    val lines = text.split("\n", -1).toSeq
-    if (lines.size < 2 || !lines.head.startsWith("v")) {
-      CheckpointLayout.refuse(s"$file is not an offset-log entry (a version line, then metadata)")
-    }
-    val metadata = try CheckpointLayout.Json.readTree(lines(1)) catch {
-      case e: Exception => CheckpointLayout.refuse(s"$file: its metadata line is not JSON: $e")
-    }
-    OffsetLogEntry(lines, metadata)
-  }
-}

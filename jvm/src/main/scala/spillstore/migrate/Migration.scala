@@ -13,7 +13,7 @@ import org.apache.spark.sql.SparkSession
 import org.apache.spark.sql.execution.streaming.state.{StateStoreConf, StateStoreId}
 import org.apache.spark.sql.execution.streaming.state.SpillStoreSparkLine.CheckpointFileManager
 
-import spillstore.ProviderCheck
+import spillstore.checkpoint.QueryCheckpoint
 
 /**
  * Moves a stopped query's state to another provider: `python -m spillstore migrate`.
@@ -127,7 +127,7 @@ final class Migration(spark: SparkSession, checkpoint: String, target: ProviderK
         "checkpoint format v2 is not supported by spillstore")
     }
     checkIdle(layout)
-    spark.streams.active.find(q => new Path(ProviderCheck.checkpointRoot(q)) == root).foreach { q =>
+    spark.streams.active.find(q => new Path(QueryCheckpoint.checkpointRoot(q)) == root).foreach { q =>
       refuse(s"query '${Option(q.name).getOrElse(q.id)}' is running on $root in this session: " +
         "stop it first")
     }
@@ -157,7 +157,7 @@ final class Migration(spark: SparkSession, checkpoint: String, target: ProviderK
   private def stage(layout: CheckpointLayout, plan: Plan): Seq[StoreResult] = {
     // The confs the query recorded (codec, format versions) apply, as when Spark restarts it.
     val sqlConf = spark.sessionState.conf.clone()
-    layout.recordedConf.foreach { case (k, v) => if (k != CheckpointLayout.ProviderConf) sqlConf.setConfString(k, v) }
+    layout.recordedConf.foreach { case (k, v) => if (k != QueryCheckpoint.ProviderConf) sqlConf.setConfString(k, v) }
     // Reads a RocksDB checkpoint whether or not it was written with changelog checkpointing.
     if (plan.source == ProviderKind.RocksDb) sqlConf.setConfString(RocksDbChangelogConf, "true")
     val conf = new StateStoreConf(sqlConf)
@@ -252,7 +252,7 @@ final class Migration(spark: SparkSession, checkpoint: String, target: ProviderK
       haltPoint("staged-moved")
     }
     entries.foreach { b =>
-      val entry = OffsetLogEntry.read(fs, new Path(originalOffsets, b.toString))
+      val entry = CheckpointLayout.readEntry(fs, new Path(originalOffsets, b.toString))
       writeAtomically(new Path(root, s"offsets/$b"), entry.withProvider(target.className))
     }
     haltPoint("offsets-rewritten")

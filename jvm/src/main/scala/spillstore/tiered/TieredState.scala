@@ -16,7 +16,7 @@ import spillstore.checkpoint.StateFile
 import spillstore.cold.{ColdKeyFilter, ColdKeys, ColdTier, ColdWrite}
 import spillstore.heap.{HeapTier, KeyOrder, KeyValue, PrefixIndex}
 import spillstore.memory.Spillable
-import spillstore.metrics.ExecutorStats
+import spillstore.metrics.{ExecutorStats, TierCounters}
 
 /**
  * A provider's live state over two tiers: the heap tier (hot entries, the open batch) and the
@@ -777,17 +777,6 @@ object Lease {
   /** The lease of a doomed state: nobody's; see [[TieredState]]'s ownership table. */
   private[tiered] val Gone =
     new Lease("nobody (the state was unloaded or taken over)", -1, null, () => true)
-}
-
-/** Counts of lookups and tier movements; see [[TieredState.batchCounters]]. */
-final case class TierCounters(
-    hits: Long, misses: Long, coldLoads: Long, evictions: Long, writeBacks: Long) {
-  def -(o: TierCounters): TierCounters = TierCounters(hits - o.hits, misses - o.misses,
-    coldLoads - o.coldLoads, evictions - o.evictions, writeBacks - o.writeBacks)
-}
-
-object TierCounters {
-  val Zero: TierCounters = TierCounters(0, 0, 0, 0, 0)
 }
 
 object TieredState {

@@ -11,6 +11,7 @@ import org.scalatest.funsuite.AnyFunSuite
 import org.apache.spark.sql.types._
 
 import spillstore.TempDirs.withTempDir
+import spillstore.checkpoint.QueryCheckpoint.OffsetLogEntry
 
 /**
  * What migrate reads from a checkpoint besides the state: the end-to-end tests cover the
@@ -88,7 +89,7 @@ class CheckpointLayoutSuite extends AnyFunSuite {
       f.getParentFile.mkdirs()
       Files.write(f.toPath, "garbage".getBytes(StandardCharsets.UTF_8))
       val e = intercept[MigrationRefusedException] {
-        OffsetLogEntry.read(FileSystem.getLocal(conf), new Path(f.getPath))
+        CheckpointLayout.readEntry(FileSystem.getLocal(conf), new Path(f.getPath))
       }
       assert(e.getMessage.contains(s"${f.getPath} is not an offset-log entry"))
     }
