@@ -126,7 +126,7 @@ class TieredStateSuite extends AnyFunSuite with BeforeAndAfterAll {
           val keys = putKeys(batch)
           if (keys.zip(keys.drop(1)).exists { case (a, b) =>
               java.util.Arrays.compareUnsigned(a.toArray, b.toArray) >= 0 }) unsorted += batch.count()
-          assert(batch.data().length <= TieredState.MaxBytesPerWrite + 12 + 64)
+          assert(batch.data().length <= Eviction.MaxBytesPerWrite + 12 + 64)
           super.write(batch)
         }
       })
@@ -136,13 +136,13 @@ class TieredStateSuite extends AnyFunSuite with BeforeAndAfterAll {
     f.maxEntries = 5000
     f.renew() // evicts 35,000 entries: 16-byte keys and values, 7,490 a write
     assert(s.heap.numLiveEntries === 5000 && s.coldKeyCount === 35000)
-    assert(writes.sum === 35000 && writes.size === 5 && writes.forall(_ <= TieredState.MaxVictimsPerWrite), writes)
+    assert(writes.sum === 35000 && writes.size === 5 && writes.forall(_ <= Eviction.MaxVictimsPerWrite), writes)
     assert(unsorted.isEmpty, s"writes not in key order: $unsorted")
     // By bytes: at least what was asked for, in one more chunked round.
     writes.clear()
     val asked = s.heapBytes / 2
     assert(s.evict(asked, 0) >= asked)
-    assert(writes.nonEmpty && writes.forall(_ <= TieredState.MaxVictimsPerWrite), writes)
+    assert(writes.nonEmpty && writes.forall(_ <= Eviction.MaxVictimsPerWrite), writes)
     assert(unsorted.isEmpty, s"writes not in key order: $unsorted")
     assert(contents(s) === (0L until 40000L).map(i => i -> i).toMap)
   }
