@@ -13,7 +13,7 @@ import org.apache.spark.unsafe.Platform
 import spillstore.checkpoint.StateFile
 import spillstore.cold.{ColdKeyFilter, ColdTier}
 import spillstore.heap.{HeapTier, KeyOrder, KeyValue, PrefixIndex}
-import spillstore.memory.Spillable
+import spillstore.memory.{Budget, Spillable}
 import spillstore.metrics.TierCounters
 
 /**
@@ -27,16 +27,16 @@ import spillstore.metrics.TierCounters
  *
  * Its parts, each with one job: `Ownership` (who may use the state, when: the lease and phase
  * table), [[HeapTier]] and `ColdSide` (the two tiers), `LiveIterators` (the batch's
- * iterations), `Eviction` (write-back to RocksDB) and `TierCounting`. This class is the
+ * iterations), `Evictor` (write-back to RocksDB) and `TierCounting`. This class is the
  * two-tier view over them (reads, writes, the batch's end, recovery) and the memory manager's
- * [[Spillable]]: it reports growth through `onGrowth` and publishes its sizes in volatile
- * fields, which relief rounds read from any thread.
+ * [[Spillable]]: it reports growth to its [[Budget]] and evicts what that asks, and publishes
+ * its sizes in volatile fields, which relief rounds read from any thread.
  */
 final class TieredState(
     name: String,
     prefixIndex: Option[PrefixIndex],
     localDir: () => File,
-    onGrowth: TieredState => Unit,
+    budget: Budget,
     reportEveryBytes: Long = TieredState.ReportEveryBytes,
     coldFilterMaxBytes: Long = ColdKeyFilter.MaxBytes,
     openCold: (File, String) => ColdTier = ColdTier.create,
@@ -47,7 +47,7 @@ final class TieredState(
   private val cold = new ColdSide(name, prefixIndex, localDir, coldFilterMaxBytes, openCold)
   private val counting = new TierCounting
   private val iterators = new LiveIterators(this, heap, cold, prefixIndex)
-  private val eviction = new Eviction(heap, cold, counting, iterators, () => publish())
+  private val evictor = new Evictor(heap, cold, counting, iterators, () => publish())
   private val ownership = new Ownership(this, () => freeMemory(), () => onFreed(this))
   /** Live keys of the committed state, both tiers (exact). */
   private var committedKeys = 0L
@@ -56,8 +56,6 @@ final class TieredState(
   @volatile private var publishedEntries = 0L
   @volatile private var publishedFixedBytes = 0L
   @volatile private var publishedColdBytes = 0L
-  @volatile private var shrinkToBytes = Long.MaxValue
-  @volatile private var shrinkToEntries = Long.MaxValue
   /** Growth since the memory manager last heard of us. */
   private var unreportedBytes = 0L
 
@@ -108,18 +106,18 @@ final class TieredState(
       // A relief round that asked while the state was still ours found it owned (its
       // trySpill returns 0): now that it is idle and unlocked, honour the request as trySpill
       // would. Checked after the unlock, so a request made later finds the state idle.
-      if (shrinkToBytes != Long.MaxValue || shrinkToEntries != Long.MaxValue) trySpill(0, 0)
+      if (evictor.shrinkRequested) trySpill(0, 0)
       true
     }
   }
 
   /**
-   * The growth hook as the owner lets go. Its batch has ended (committed or aborted), so an
+   * Keeps to the budget as the owner lets go. Its batch has ended (committed or aborted), so an
    * eviction that fails here (the cold tier's disk) must not fail the commit or abort that
    * ended it: it is logged, and the next growth report or relief round tries again.
    */
   private def settle(reason: String): Unit =
-    try onGrowth(this) catch {
+    try keepToBudget() catch {
       case NonFatal(e) =>
         logWarning(s"$this could not evict on release ($reason); the next batch or relief " +
           s"round retries: ${e.getMessage}", e)
@@ -332,33 +330,32 @@ final class TieredState(
 
   private def grew(bytes: Long): Unit = {
     unreportedBytes += math.max(bytes, 0)
-    if (unreportedBytes >= reportEveryBytes || publishedBytes + unreportedBytes > shrinkToBytes ||
-      heap.numLiveEntries > shrinkToEntries) {
+    if (unreportedBytes >= reportEveryBytes ||
+      evictor.overShrinkTarget(publishedBytes + unreportedBytes, heap.numLiveEntries)) {
       unreportedBytes = 0
       publish()
-      onGrowth(this)
-    }
-  }
-
-  /** The owner honours a pending shrink request, if any; called from the growth hook. */
-  def shrinkIfRequested(): Unit = {
-    val bytes = shrinkToBytes
-    val entries = shrinkToEntries
-    if (bytes != Long.MaxValue || entries != Long.MaxValue) {
-      shrinkToBytes = Long.MaxValue
-      shrinkToEntries = Long.MaxValue
-      eviction.evict(eviction.residentBytes - bytes, heap.numLiveEntries - entries)
+      keepToBudget()
     }
   }
 
   /**
-   * Evicts at least `bytes` and `entries` (see `Eviction.evict`); returns the bytes freed.
+   * On the owner's thread: honours a pending shrink request, then evicts what the budget asks
+   * until it asks nothing more (or nothing more can go: pinned entries, open iterators).
+   */
+  private def keepToBudget(): Unit = {
+    evictor.shrinkIfRequested()
+    var e = budget.report(this)
+    while (!e.isEmpty && evictor.evict(e.bytes, e.entries) > 0) e = budget.report(this)
+  }
+
+  /**
+   * Evicts at least `bytes` and `entries` (see `Evictor.evict`); returns the bytes freed.
    * Only the owner, or another thread while the state is idle, may call it.
    */
-  def evict(bytes: Long, entries: Long): Long = eviction.evict(bytes, entries)
+  def evict(bytes: Long, entries: Long): Long = evictor.evict(bytes, entries)
 
   private def publish(): Unit = {
-    publishedBytes = eviction.residentBytes
+    publishedBytes = evictor.residentBytes
     publishedEntries = heap.numLiveEntries
     publishedFixedBytes = cold.filterBytes + HeapTier.EmptyBytes
   }
@@ -376,16 +373,14 @@ final class TieredState(
 
   /** Evicts only from an idle state, and never waits: see `Ownership`. */
   override def trySpill(bytes: Long, entries: Long): Long = ownership.ifIdle(0L) {
-    val freed = eviction.evict(bytes, entries)
-    shrinkIfRequested()
+    val freed = evictor.evict(bytes, entries)
+    evictor.shrinkIfRequested()
     publishCounters()
     freed
   }
 
-  override def requestShrink(targetBytes: Long, targetEntries: Long): Unit = {
-    shrinkToBytes = targetBytes
-    shrinkToEntries = targetEntries
-  }
+  override def requestShrink(targetBytes: Long, targetEntries: Long): Unit =
+    evictor.requestShrink(targetBytes, targetEntries)
 
   override def toString: String = s"spillstore live state $name"
 }

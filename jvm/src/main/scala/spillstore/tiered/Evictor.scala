@@ -9,11 +9,39 @@ import spillstore.heap.{HeapTier, KeyOrder}
  * Write-back eviction of one live state: the heap's coldest committed entries (by CLOCK) go to
  * RocksDB, in writes of bounded size, and only those RocksDB lacks or holds stale are written.
  * Only the state's user calls it, or a relief round while the state is idle (see
- * `Ownership`); never while an iterator of the batch is open.
+ * `Ownership`); never while an iterator of the batch is open. A relief round that finds the
+ * state owned leaves a shrink request instead (volatile), which the owner honours at its next
+ * growth report or as it lets go.
  */
-private[tiered] final class Eviction(heap: HeapTier, cold: ColdSide, counting: TierCounting,
+private[tiered] final class Evictor(heap: HeapTier, cold: ColdSide, counting: TierCounting,
     iterators: LiveIterators, publish: () => Unit) {
-  import Eviction._
+  import Evictor._
+
+  @volatile private var shrinkToBytes = Long.MaxValue
+  @volatile private var shrinkToEntries = Long.MaxValue
+
+  /** A relief round's request: shrink to `targetBytes` and `targetEntries`; never blocks. */
+  def requestShrink(targetBytes: Long, targetEntries: Long): Unit = {
+    shrinkToBytes = targetBytes
+    shrinkToEntries = targetEntries
+  }
+
+  def shrinkRequested: Boolean = shrinkToBytes != Long.MaxValue || shrinkToEntries != Long.MaxValue
+
+  /** Whether a state of `bytes` and `entries` is over a pending shrink request. */
+  def overShrinkTarget(bytes: Long, entries: Long): Boolean =
+    bytes > shrinkToBytes || entries > shrinkToEntries
+
+  /** The owner honours a pending shrink request, if any. */
+  def shrinkIfRequested(): Unit = {
+    val bytes = shrinkToBytes
+    val entries = shrinkToEntries
+    if (bytes != Long.MaxValue || entries != Long.MaxValue) {
+      shrinkToBytes = Long.MaxValue
+      shrinkToEntries = Long.MaxValue
+      evict(residentBytes - bytes, heap.numLiveEntries - entries)
+    }
+  }
 
   /** What the state keeps on the heap: the heap tier and the cold tier's key filter. */
   def residentBytes: Long = heap.estimatedBytes + cold.filterBytes
@@ -119,7 +147,7 @@ private[tiered] final class Eviction(heap: HeapTier, cold: ColdSide, counting: T
   }
 }
 
-object Eviction {
+object Evictor {
   /**
    * Victims per RocksDB write. Bounds what one eviction holds at once: the victim list (64 KB of
    * references, below the 512 KB at which G1 allocates an array as humongous in a 1 GB heap;
