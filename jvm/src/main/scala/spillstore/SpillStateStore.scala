@@ -12,7 +12,7 @@ import spillstore.tiered.Lease
  * A view of a provider's live state at `version`, for one task. Writable views are the batch:
  * their changes go straight into the heap tier, journaled there, and `commit` makes them
  * version + 1. Every call first checks that `lease` still owns the live state (see
- * [[spillstore.tiered.TieredState]]'s ownership table); a view whose lease ended (commit,
+ * tiered.Ownership's state table); a view whose lease ended (commit,
  * abort, task end, a newer attempt, an unload) throws instead of touching the state.
  */
 final class SpillStateStore private[spillstore] (

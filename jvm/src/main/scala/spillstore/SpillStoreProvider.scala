@@ -26,7 +26,7 @@ import spillstore.tiered.{Lease, TieredState}
  * It wires the tiered live state, the journal writer, recovery and maintenance together and
  * owns the version the live state is at.
  *
- * Threads and ownership (the state table is [[TieredState]]'s):
+ * Threads and ownership (the state table is tiered.Ownership's):
  *  - Task threads open stores. A store call runs only while the store's [[Lease]] owns the
  *    live state; nothing else touches an owned state. A task's read and write stores share one lease
  *    (a 4.1+ upgrade, or 3.5/4.0's separate read and write stores in one task); a store opened
@@ -113,7 +113,7 @@ class SpillStoreProvider extends JarLine.Checked with SparkLineProvider with Log
     this.newLiveState = () => {
       val s = new TieredState(s"op${stateStoreId.operatorId}-p${stateStoreId.partitionId}-" +
         stateStoreId.storeName, prefixKeyColumns.map(new PrefixIndex(keySchema, _)),
-        () => conf.localDir, enforceBudget, reportEvery, filterMax, coldTiers,
+        () => conf.localDir, memory, reportEvery, filterMax, coldTiers,
         onFreed = memory.unregister)
       memory.register(s, conf.memory)
       s
@@ -125,17 +125,6 @@ class SpillStoreProvider extends JarLine.Checked with SparkLineProvider with Log
   }
 
   override def stateStoreId: StateStoreId = storeId
-
-  /**
-   * The growth hook: honour a pending shrink request, then evict what the memory manager asks
-   * of this state until it asks nothing more (or nothing more can go: pinned entries, open
-   * iterators).
-   */
-  private def enforceBudget(s: TieredState): Unit = {
-    s.shrinkIfRequested()
-    var e = memory.report(s)
-    while (!e.isEmpty && s.evict(e.bytes, e.entries) > 0) e = memory.report(s)
-  }
 
   private var prefixScans = false
   private[spillstore] def supportsPrefixScan: Boolean = prefixScans

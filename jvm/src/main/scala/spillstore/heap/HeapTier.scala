@@ -43,7 +43,7 @@ import spillstore.checkpoint.StateFile
  * 3    | -                            | position in the change list (while Changed)
  * }}}
  *
- * Owned by the thread that may use its TieredState (see that class's ownership table): never
+ * Owned by the thread that may use its TieredState (see tiered.Ownership's state table): never
  * used by two threads at once, nothing synchronized. Snapshots are built from checkpoint files,
  * never from this table.
  */

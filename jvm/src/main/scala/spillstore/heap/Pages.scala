@@ -17,8 +17,8 @@ package spillstore.heap
  * {{{
  * state        | owner                     | who may change it
  * -------------+---------------------------+--------------------------------------------------
- * all fields   | its HeapTier              | the thread that may use the tier (TieredState's
- *              |                           | ownership table); never concurrently
+ * all fields   | its HeapTier              | the thread that may use the tier (tiered.Ownership's
+ *              |                           | state table); never concurrently
  * }}}
  */
 final class Pages {

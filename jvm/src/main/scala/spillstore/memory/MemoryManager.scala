@@ -82,7 +82,8 @@ final class MemoryManager(
     maxHeapBytes: Long = Runtime.getRuntime.maxMemory,
     clock: () => Long = () => System.nanoTime(),
     heapStatus: HeapStatusSource = JvmHeapStatus,
-    relief: Runnable => Unit = MemoryManager.ReliefThread.execute) extends AutoCloseable with Logging {
+    relief: Runnable => Unit = MemoryManager.ReliefThread.execute)
+  extends Budget with AutoCloseable with Logging {
   import MemoryManager._
 
   private val accounts = new ConcurrentHashMap[Spillable, Account]
@@ -152,7 +153,7 @@ final class MemoryManager(
    * if the executor is over a limit, runs a relief round. Returns what `owner` must evict now;
    * it evicts that and reports again, until this returns [[MemoryManager.Eviction.Zero]].
    */
-  def report(owner: Spillable): Eviction = {
+  override def report(owner: Spillable): Eviction = {
     val a = accounts.get(owner)
     if (a == null) return Eviction.Zero
     sync(a)

@@ -40,3 +40,16 @@ trait Spillable {
    */
   def requestShrink(targetBytes: Long, targetEntries: Long): Unit
 }
+
+/**
+ * What a [[Spillable]] tells the memory manager as it grows, and hears back: the one call its
+ * owner makes into the [[MemoryManager]] (which implements it), so the state depends on this
+ * narrow interface only.
+ */
+trait Budget {
+  /**
+   * `owner` grew or shrank: what it must evict now. The owner evicts that and reports again,
+   * until this returns [[MemoryManager.Eviction.Zero]] (or nothing more can go).
+   */
+  def report(owner: Spillable): MemoryManager.Eviction
+}

@@ -15,7 +15,7 @@ import com.codahale.metrics.{Counter, Timer}
  * ------------------+----------------------------------------------+--------------------------
  * tier counters     | a live state, under its lock, when a lease    | sinks, the executor plugin's
  *                   | ends, a relief round spilled it, or it is     | reports (any thread)
- *                   | freed (TieredState.publishCounters)           |
+ *                   | freed (TierCounting.publishToExecutor)      |
  * commit figures    | the committing task thread (the provider)     | same
  * snapshot bytes    | maintenance threads (Snapshotter)            | same
  * relief, pressure  | the memory manager and its pressure monitor  | same

@@ -19,6 +19,8 @@ import org.apache.spark.unsafe.types.UTF8String
 import spillstore.checkpoint.StateFile
 import spillstore.cold.ColdTier
 import spillstore.heap.{KeyValue, PrefixIndex}
+import spillstore.memory.{Budget, Spillable}
+import spillstore.memory.MemoryManager.Eviction
 
 class TieredStateSuite extends AnyFunSuite with BeforeAndAfterAll {
   private val schema = StructType(Seq(StructField("k", LongType)))
@@ -38,9 +40,10 @@ class TieredStateSuite extends AnyFunSuite with BeforeAndAfterAll {
    */
   private class Fixture(var maxEntries: Long, prefix: Option[PrefixIndex] = None,
       openCold: (java.io.File, String) => ColdTier = ColdTier.create) {
-    val state = new TieredState("test", prefix, () => coldRoot,
-      s => s.evict(0, s.heap.numLiveEntries - maxEntries), reportEveryBytes = 1,
-      openCold = openCold)
+    val state: TieredState = new TieredState("test", prefix, () => coldRoot,
+      new Budget {
+        def report(owner: Spillable): Eviction = Eviction(0, state.heap.numLiveEntries - maxEntries)
+      }, reportEveryBytes = 1, openCold = openCold)
     private var lease: Lease = _
     def commit(): Unit = { state.commitBatch(); renew() }
     def abort(): Unit = { state.abortBatch(); renew() }
@@ -126,7 +129,7 @@ class TieredStateSuite extends AnyFunSuite with BeforeAndAfterAll {
           val keys = putKeys(batch)
           if (keys.zip(keys.drop(1)).exists { case (a, b) =>
               java.util.Arrays.compareUnsigned(a.toArray, b.toArray) >= 0 }) unsorted += batch.count()
-          assert(batch.data().length <= TieredState.MaxBytesPerWrite + 12 + 64)
+          assert(batch.data().length <= Evictor.MaxBytesPerWrite + 12 + 64)
           super.write(batch)
         }
       })
@@ -136,13 +139,13 @@ class TieredStateSuite extends AnyFunSuite with BeforeAndAfterAll {
     f.maxEntries = 5000
     f.renew() // evicts 35,000 entries: 16-byte keys and values, 7,490 a write
     assert(s.heap.numLiveEntries === 5000 && s.coldKeyCount === 35000)
-    assert(writes.sum === 35000 && writes.size === 5 && writes.forall(_ <= TieredState.MaxVictimsPerWrite), writes)
+    assert(writes.sum === 35000 && writes.size === 5 && writes.forall(_ <= Evictor.MaxVictimsPerWrite), writes)
     assert(unsorted.isEmpty, s"writes not in key order: $unsorted")
     // By bytes: at least what was asked for, in one more chunked round.
     writes.clear()
     val asked = s.heapBytes / 2
     assert(s.evict(asked, 0) >= asked)
-    assert(writes.nonEmpty && writes.forall(_ <= TieredState.MaxVictimsPerWrite), writes)
+    assert(writes.nonEmpty && writes.forall(_ <= Evictor.MaxVictimsPerWrite), writes)
     assert(unsorted.isEmpty, s"writes not in key order: $unsorted")
     assert(contents(s) === (0L until 40000L).map(i => i -> i).toMap)
   }
@@ -188,11 +191,14 @@ class TieredStateSuite extends AnyFunSuite with BeforeAndAfterAll {
     // trySpill finds the state owned and gets 0.
     var racing = false
     var spilledDuringRelease = -1L
-    val s = new TieredState("race", None, () => coldRoot, { st =>
-      if (racing) {
-        val relief = new Thread(() => { st.requestShrink(0, 0); spilledDuringRelease = st.trySpill(0, 0) })
-        relief.start()
-        relief.join()
+    val s = new TieredState("race", None, () => coldRoot, new Budget {
+      def report(st: Spillable): Eviction = {
+        if (racing) {
+          val relief = new Thread(() => { st.requestShrink(0, 0); spilledDuringRelease = st.trySpill(0, 0) })
+          relief.start()
+          relief.join()
+        }
+        Eviction.Zero
       }
     })
     try {

@@ -1,0 +1,93 @@
+package spillstore.tiered
+
+import java.io.File
+
+import org.rocksdb.WriteBatch
+
+import org.apache.spark.internal.Logging
+
+import spillstore.cold.{ColdKeyFilter, ColdKeys, ColdTier}
+import spillstore.heap.PrefixIndex
+
+/**
+ * The cold tier as one live state sees it: its RocksDB (opened by the first eviction that writes,
+ * closed when the state is cleared or freed), how keys are encoded in it, how many it holds
+ * (exact) and the filter that keeps most lookups of absent keys off RocksDB. Only the state's
+ * current user touches it (see `Ownership`); RocksDB is read only by that user, never by a
+ * metrics thread.
+ */
+private[tiered] final class ColdSide(name: String, prefixIndex: Option[PrefixIndex],
+    localDir: () => File, filterMaxBytes: Long, openCold: (File, String) => ColdTier)
+  extends Logging {
+
+  val keys: ColdKeys =
+    prefixIndex.map(p => new ColdKeys.Prefixed(p.prefixOf)).getOrElse(ColdKeys.Plain)
+  private var tier: ColdTier = _
+  /** Keys the cold tier holds (exact). */
+  private var count = 0L
+  /** Keys the cold tier may hold. */
+  private val filter = new ColdKeyFilter(maxBytes = filterMaxBytes)
+
+  def keyCount: Long = count
+  def isEmpty: Boolean = count == 0
+  def isOpen: Boolean = tier != null
+  def filterBytes: Long = filter.bytes
+  def filterLayers: Int = filter.layerCount
+  def bytes: Long = if (tier == null) 0L else tier.approximateBytes
+
+  /** Whether RocksDB may hold the key at `base`/`offset` (false for most absent keys). */
+  def mayHold(base: AnyRef, offset: Long, length: Int, hash: Int): Boolean =
+    count > 0 && filter.mightContain(base, offset, length, hash)
+
+  /** RocksDB's value of `key`, or null; only when [[mayHold]] said it may be there. */
+  def get(key: Array[Byte]): Array[Byte] = tier.get(keys.encode(key))
+
+  /** Writes `batch` (deletes of `deleted` keys RocksDB holds); only while open. */
+  def writeDeletes(batch: WriteBatch, deleted: Int): Unit = {
+    tier.write(batch)
+    count -= deleted
+  }
+
+  /** Deletes one key RocksDB holds. */
+  def delete(key: Array[Byte]): Unit = {
+    val batch = ColdTier.newBatch()
+    try { batch.delete(keys.encode(key)); tier.write(batch) } finally batch.close()
+    count -= 1
+  }
+
+  /** Writes evicted entries, opening RocksDB at the first such write. */
+  def writeEvicted(batch: WriteBatch): Unit = {
+    if (tier == null) {
+      tier = openCold(localDir(), name)
+      logInfo(s"$name starts spilling: opened its cold tier in ${tier.dir}")
+    }
+    tier.write(batch)
+  }
+
+  /** Sizes the filter for a state of `entries` keys (only until its first layer exists). */
+  def expect(entries: Long): Unit = filter.expect(entries)
+
+  /** Counts a key RocksDB holds now and did not before an eviction. */
+  def added(base: AnyRef, offset: Long, length: Int, hash: Int): Unit = {
+    count += 1
+    if (filter.add(base, offset, length, hash)) {
+      logInfo(s"Cold-key filter of $name gave up at $count keys (limit " +
+        s"$filterMaxBytes bytes of the memory budget): misses read RocksDB again")
+    }
+  }
+
+  /** A scan of RocksDB's entries from `start` while `inRange`; the caller closes it. */
+  def scan(start: Array[Byte], inRange: Array[Byte] => Boolean): ColdTier.Scan =
+    tier.scan(start, inRange)
+
+  /** Closes RocksDB (if open) and forgets its keys. */
+  def close(): Unit = {
+    if (tier != null) {
+      logInfo(s"$name stops spilling: closing its cold tier ($count keys, ${tier.dir})")
+      tier.close()
+      tier = null
+    }
+    count = 0
+    filter.clear()
+  }
+}

@@ -1,0 +1,164 @@
+package spillstore.tiered
+
+import org.apache.spark.unsafe.Platform
+
+import spillstore.cold.{ColdKeys, ColdWrite}
+import spillstore.heap.{HeapTier, KeyOrder}
+
+/**
+ * Write-back eviction of one live state: the heap's coldest committed entries (by CLOCK) go to
+ * RocksDB, in writes of bounded size, and only those RocksDB lacks or holds stale are written.
+ * Only the state's user calls it, or a relief round while the state is idle (see
+ * `Ownership`); never while an iterator of the batch is open. A relief round that finds the
+ * state owned leaves a shrink request instead (volatile), which the owner honours at its next
+ * growth report or as it lets go.
+ */
+private[tiered] final class Evictor(heap: HeapTier, cold: ColdSide, counting: TierCounting,
+    iterators: LiveIterators, publish: () => Unit) {
+  import Evictor._
+
+  @volatile private var shrinkToBytes = Long.MaxValue
+  @volatile private var shrinkToEntries = Long.MaxValue
+
+  /** A relief round's request: shrink to `targetBytes` and `targetEntries`; never blocks. */
+  def requestShrink(targetBytes: Long, targetEntries: Long): Unit = {
+    shrinkToBytes = targetBytes
+    shrinkToEntries = targetEntries
+  }
+
+  def shrinkRequested: Boolean = shrinkToBytes != Long.MaxValue || shrinkToEntries != Long.MaxValue
+
+  /** Whether a state of `bytes` and `entries` is over a pending shrink request. */
+  def overShrinkTarget(bytes: Long, entries: Long): Boolean =
+    bytes > shrinkToBytes || entries > shrinkToEntries
+
+  /** The owner honours a pending shrink request, if any. */
+  def shrinkIfRequested(): Unit = {
+    val bytes = shrinkToBytes
+    val entries = shrinkToEntries
+    if (bytes != Long.MaxValue || entries != Long.MaxValue) {
+      shrinkToBytes = Long.MaxValue
+      shrinkToEntries = Long.MaxValue
+      evict(residentBytes - bytes, heap.numLiveEntries - entries)
+    }
+  }
+
+  /** What the state keeps on the heap: the heap tier and the cold tier's key filter. */
+  def residentBytes: Long = heap.estimatedBytes + cold.filterBytes
+
+  /**
+   * Evicts at least `bytes` and `entries` (coldest first) unless only pinned entries are left
+   * or an iterator of this batch is still open. Returns the bytes freed.
+   */
+  def evict(bytes: Long, entries: Long): Long = {
+    if ((bytes <= 0 && entries <= 0) || iterators.anyOpen) return 0
+    val before = residentBytes
+    heap.trimToSize() // spare capacity goes first: a state with no entries left has some
+    var entriesLeft = entries
+    // In writes of at most MaxVictimsPerWrite; evicted keys join the cold-key filter, which may
+    // grow by a layer: evict on to pay for it.
+    var evicted = 0
+    do {
+      evicted = evictOnce(residentBytes - (before - bytes), entriesLeft)
+      entriesLeft -= evicted
+      // Evicted entries leave garbage in the heap's pages: give it back before evicting more.
+      val over = residentBytes - (before - bytes)
+      if (over > 0 && heap.reclaim(over) != 0) publish()
+    } while (evicted > 0 && (residentBytes > before - bytes || entriesLeft > 0))
+    before - residentBytes
+  }
+
+  /**
+   * One write to RocksDB of victims worth `bytes` and `entries`, at most [[MaxVictimsPerWrite]]
+   * and about [[MaxBytesPerWrite]]; returns how many.
+   */
+  private def evictOnce(bytes: Long, entries: Long): Int = {
+    val victims = new Array[Int](MaxVictimsPerWrite)
+    var n = 0
+    var freed = 0L
+    var writeBytes = 0L
+    var victim = -1
+    while (n < MaxVictimsPerWrite && writeBytes < MaxBytesPerWrite &&
+        (freed < bytes || n < entries) && { victim = heap.nextVictim(); victim >= 0 }) {
+      victims(n) = victim
+      n += 1
+      freed += heap.entryBytes(victim)
+      writeBytes += ColdWrite.putBytes(heap.keyLength(victim), heap.valueLength(victim))
+    }
+    if (n == 0) return 0
+    // RocksDB first: if the write fails, the heap still has every entry.
+    val written = try writeBack(victims, n) catch {
+      case e: Throwable =>
+        (0 until n).foreach(i => heap.unselect(victims(i)))
+        throw e
+    }
+    cold.expect(heap.numLiveEntries)
+    (0 until n).foreach { i =>
+      val v = victims(i)
+      if (heap.cold(v) == HeapTier.ColdAbsent) {
+        cold.added(heap.page(v), Platform.BYTE_ARRAY_OFFSET + heap.keyOffset(v),
+          heap.keyLength(v), heap.hashAt(v))
+      }
+    }
+    // Dropping moves the last slot's entry into the freed one: highest slots first, so that no
+    // victim is moved before its turn.
+    java.util.Arrays.sort(victims, 0, n)
+    var i = n - 1
+    while (i >= 0) { heap.dropCommitted(victims(i)); i -= 1 }
+    heap.trimToSize()
+    counting.evictions += n
+    counting.writeBacks += written
+    publish()
+    n
+  }
+
+  /**
+   * Writes the victims whose value RocksDB lacks, in one write in key order; returns how many.
+   * In key order, RocksDB's memtable inserts each key next to where the previous one went (its
+   * skip list keeps that position): 583 ns a key written against 753 in eviction order, sorting
+   * included (`spillstore.bench.ColdWriteBench`, 7,490 16-byte keys a write).
+   */
+  private def writeBack(victims: Array[Int], count: Int): Int = {
+    val dirty = victims.take(count).filter(heap.cold(_) != HeapTier.ColdClean)
+    val n = dirty.length
+    if (n == 0) return 0
+    val keys = new Array[Array[Byte]](n)
+    val keyOffsets = new Array[Int](n)
+    val keyLengths = new Array[Int](n)
+    var size = 0L
+    var i = 0
+    while (i < n) {
+      val v = dirty(i)
+      if (cold.keys eq ColdKeys.Plain) {
+        keys(i) = heap.page(v); keyOffsets(i) = heap.keyOffset(v); keyLengths(i) = heap.keyLength(v)
+      } else { val k = cold.keys.encode(heap.keyBytes(v)); keys(i) = k; keyLengths(i) = k.length }
+      size += ColdWrite.putBytes(keyLengths(i), heap.valueLength(v))
+      i += 1
+    }
+    val write = new ColdWrite(Math.toIntExact(size))
+    KeyOrder.order(keys, keyOffsets, keyLengths, n).foreach { j =>
+      val v = dirty(j)
+      write.put(keys(j), keyOffsets(j), keyLengths(j), heap.page(v),
+        heap.keyOffset(v) + heap.keyLength(v), heap.valueLength(v))
+    }
+    val batch = write.toWriteBatch
+    try cold.writeEvicted(batch) finally batch.close()
+    n
+  }
+}
+
+object Evictor {
+  /**
+   * Victims per RocksDB write. Bounds what one eviction holds at once: the victim list (64 KB of
+   * references, below the 512 KB at which G1 allocates an array as humongous in a 1 GB heap;
+   * a 25M-key run allocated 390 larger lists) and the native `WriteBatch`, which is outside
+   * `coldTierMemory`. It does not lower G1's work: Spark's own large arrays start its cycles too.
+   */
+  private[tiered] val MaxVictimsPerWrite = 16384
+
+  /**
+   * Bytes of puts per RocksDB write (victims are added until the write reaches it): keeps the
+   * write's one array ([[ColdWrite]]) below G1's humongous size for entries of up to a few KB.
+   */
+  private[tiered] val MaxBytesPerWrite = 256 << 10
+}
