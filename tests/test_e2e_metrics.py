@@ -146,10 +146,16 @@ def test_no_lookup_hits_when_everything_spills(spark: Any, tmp_path: Path) -> No
         assert (op.cache_hits, op.cache_misses) == (0, KEYS), op
         assert op.hit_ratio == 0.0, op
         assert op.cumulative_hit_ratio == KEYS / (KEYS * (i + 1)), op
-        assert op.cold_loads >= KEYS and op.evictions >= KEYS, op
+        assert op.cold_loads >= KEYS, op
         assert op.rows_total == KEYS, op
         custom = progress[i]["stateOperators"][0]["customMetrics"]
         assert custom["spillstoreCacheHitPermille"] == 0, custom
+    # Every batch's KEYS puts were evicted before the next batch (its misses above). Most go as
+    # the batch's store lets go and count in that batch; with the two partitions' tasks planning
+    # relief rounds at once, some go by a shrink request honoured just after the release and count
+    # in the next batch: so the sum, not each batch, is at least the puts of all batches but the
+    # last.
+    assert sum(op.evictions for op in [first, *later]) >= KEYS * (BATCHES - 1), later
     assert later[-1].cumulative_hit_ratio == 0.25
     assert spillstore.cache_hit_ratio(spillstore.state_metrics(progress[-1])) == 0.0
     _check_every_custom_metric(progress)
