@@ -14,7 +14,7 @@ import org.apache.spark.sql.types.StructType
 
 import spillstore.SpillStateStore.CommitStats
 import spillstore.checkpoint.{ChangeFeed, CheckpointDir, Cleaner, Snapshotter, StateFile}
-import spillstore.cold.{ColdKeyFilter, ColdMemory, ColdTier}
+import spillstore.cold.{ColdMemory, ColdTier}
 import spillstore.heap.PrefixIndex
 import spillstore.memory.MemoryManager
 import spillstore.metrics.{ExecutorStats, SpillStoreMetrics}
@@ -23,8 +23,8 @@ import spillstore.tiered.{Lease, TieredState}
 
 /**
  * spillstore's `StateStoreProvider`: one per (operator, partition, store name) on an executor.
- * It wires the tiered live state, the journal writer, recovery and maintenance together and
- * owns the version the live state is at.
+ * It wires the tiered live state, the journal writer, recovery and maintenance together, and
+ * arbitrates leases and the commit protocol.
  *
  * Threads and ownership (the state table is tiered.Ownership's):
  *  - Task threads open stores. A store call runs only while the store's [[Lease]] owns the
@@ -42,8 +42,8 @@ import spillstore.tiered.{Lease, TieredState}
  *    maintenance thread) frees the live state, or, if a task owns it, leaves that to the task,
  *    between its calls; a store still open fails its next call instead of touching freed memory.
  *  - Relief rounds of the executor's memory manager spill the live state only while it is idle.
- * `state`, `loadedVersion` and `writer` change only under the provider's monitor, which opens,
- * commits, aborts, task ends and unloads take; store calls never take it.
+ * Which live state, at which version, with which batch open: [[LiveSlot]], changed only under
+ * the provider's monitor.
  */
 class SpillStoreProvider extends JarLine.Checked with SparkLineProvider with Logging {
   // The driver instantiates providers only to ask for supportedCustomMetrics: keep it cheap.
@@ -53,26 +53,14 @@ class SpillStoreProvider extends JarLine.Checked with SparkLineProvider with Log
   private var conf: SpillStoreConf = _
   private var hadoopConf: Configuration = _
   private var dir: CheckpointDir = _
-  /** The live state; replaced by a new one when a newer attempt takes over. */
-  @volatile private[spillstore] var state: TieredState = _
-  private var newLiveState: () => TieredState = _
-  private var recovery: Recovery = _
+  private var slot: LiveSlot = _
   private var snapshotter: Snapshotter = _
   private var cleaner: Cleaner = _
   private val fileMaintenance = new ReentrantLock()
   private[spillstore] var memory: MemoryManager = _
 
-  /**
-   * Earlier live states taken over or unloaded while a holder had them: each is freed by its
-   * holder, or by [[reclaimDoomed]] once that holder is gone, and counts in the memory budget
-   * until then (it unregisters itself when freed).
-   */
-  private var doomed = List.empty[TieredState]
-
-  /** Committed version the heap holds; -1 when it must be loaded before use. */
-  private var loadedVersion = -1L
-  /** The write store of the current lease with its batch open, if any. */
-  private var writer: SpillStateStore = _
+  /** The live state (see [[LiveSlot]]). */
+  private[spillstore] def live: TieredState = slot.live
 
   /** What init rejects: a capability spillstore does not have yet. */
   private[spillstore] def reject(stateStoreId: StateStoreId, what: String): Nothing =
@@ -102,24 +90,16 @@ class SpillStoreProvider extends JarLine.Checked with SparkLineProvider with Log
     this.memory = memory
     ColdMemory.configure(conf.coldTierMemory.getOrElse(
       ColdMemory.defaultFor(conf.memory.budgetFor(Runtime.getRuntime.maxMemory))))
-    // Report growth often enough that a small budget is not overshot by much.
-    val reportEvery = math.max(1L, math.min(TieredState.ReportEveryBytes,
-      memory.effectiveBudgetBytes / 64))
-    // The cold-key filter is heap eviction cannot free: a small part of the budget per store.
-    val filterMax = math.max(64L << 10, math.min(ColdKeyFilter.MaxBytes,
-      memory.effectiveBudgetBytes / 16))
     // Every live state gets pieces of its own: a doomed one may still be used or freed while
     // its successor loads (the prefix index is mutable, and reuses a row for its projections).
-    this.newLiveState = () => {
+    val newLiveState = () => {
       val s = new TieredState(s"op${stateStoreId.operatorId}-p${stateStoreId.partitionId}-" +
         stateStoreId.storeName, prefixKeyColumns.map(new PrefixIndex(keySchema, _)),
-        () => conf.localDir, memory, reportEvery, filterMax, coldTiers,
-        onFreed = memory.unregister)
+        () => conf.localDir, memory, coldTiers, onFreed = memory.unregister)
       memory.register(s, conf.memory)
       s
     }
-    this.state = newLiveState()
-    this.recovery = new Recovery(dir)
+    this.slot = new LiveSlot(newLiveState, new Recovery(dir), stateStoreId.toString)
     this.snapshotter = new Snapshotter(dir, () => conf.localDir)
     this.cleaner = new Cleaner(dir)
   }
@@ -155,11 +135,11 @@ class SpillStoreProvider extends JarLine.Checked with SparkLineProvider with Log
     val holder = task.map(t => s"task attempt $taskAttemptId (partition ${t.partitionId()})")
       .getOrElse("a store opened outside a task") + s" of $this"
     synchronized {
-      reclaimDoomed()
-      val current = state.currentLease
+      slot.reclaimDoomed()
+      val current = live.currentLease
       val (lease, fresh) =
         if (upgrading != null) {
-          if (!state.holds(upgrading.lease)) {
+          if (!live.holds(upgrading.lease)) {
             throw new IllegalStateException(s"Cannot upgrade $upgrading to a write store: " +
               s"its lease ended (${upgrading.lease.endedBy})")
           }
@@ -167,35 +147,27 @@ class SpillStoreProvider extends JarLine.Checked with SparkLineProvider with Log
         } else if (current != null && taskAttemptId >= 0 && current.taskAttemptId == taskAttemptId) {
           (current, false)
         } else {
-          if (current != null && state.revoke(s"replaced by $holder (a retried or speculative " +
+          if (current != null && live.revoke(s"replaced by $holder (a retried or speculative " +
               "attempt)")) {
             // An attempt still running (zombie, speculation), or one that never ended its store:
             // its batch must not survive, and its call may be in flight, so the state is left to
             // it to free and this attempt loads a new one.
             logWarning(s"$holder takes over from ${current.holder}, whose store was still open; " +
               "its batch is discarded and the version reloaded from the checkpoint")
-            doomed ::= state // counted in the budget until freed
-            invalidateWriter()
-            loadedVersion = -1
-            state = newLiveState()
+            slot.takeOver()
           }
-          (state.acquire(holder, taskAttemptId, holderIdle(task)), true)
+          (live.acquire(holder, taskAttemptId, holderIdle(task)), true)
         }
-      // One batch at a time: a write store, or a version change, ends an open batch of this
-      // lease (a store left open by the same task).
-      if (writer != null && (writable || version != loadedVersion)) {
-        state.abortBatch()
-        invalidateWriter()
-      }
-      try ensureLoaded(version, replayFrom) catch {
+      slot.opening(writable, version)
+      try slot.load(version, replayFrom) catch {
         case e: Throwable =>
-          if (fresh) state.release(lease, s"loading version $version failed: $e")
+          if (fresh) live.release(lease, s"loading version $version failed: $e")
           throw e
       }
       val store = new SpillStateStore(this, lease, version, writable, forceSnapshotOnCommit)
       // Reported once, by the store opened after the repair (loads and maintenance both repair).
       store.snapshotsRepaired = dir.takeRepairedSnapshots()
-      if (writable) writer = store
+      slot.opened(store)
       // Spark never releases read stores (4.1+), so the task's end is when the state is idle.
       if (fresh) task.foreach(_.addTaskCompletionListener[Unit](_ => finish(lease)))
       store
@@ -216,51 +188,6 @@ class SpillStoreProvider extends JarLine.Checked with SparkLineProvider with Log
   }
 
   /**
-   * Frees the doomed states whose holder is gone without having freed them (a store abandoned
-   * outside a task) and forgets those freed; under the monitor.
-   */
-  private def reclaimDoomed(): Unit =
-    if (doomed.nonEmpty) doomed = doomed.filterNot(s => s.isFreed || s.freeIfAbandoned())
-
-  private def invalidateWriter(): Unit = if (writer != null) {
-    writer.state = SpillStateStore.Invalidated
-    writer = null
-  }
-
-  /**
-   * Brings the heap to exactly `version`: as is, forward by journals, or by reloading; with
-   * `replayFrom` >= 0, always reloaded from that snapshot and the journals after it.
-   */
-  private def ensureLoaded(version: Long, replayFrom: Long): Unit = {
-    if (replayFrom >= 0) {
-      loadedVersion = -1
-      try recovery.loadFromSnapshot(replayFrom, version, state) catch {
-        case e: Throwable => state.clear(); throw e
-      }
-      loadedVersion = version
-      return
-    }
-    if (loadedVersion == version) return
-    try {
-      val rolledForward = loadedVersion >= 0 && version > loadedVersion && {
-        try { recovery.rollForward(loadedVersion, version, state); true } catch {
-          case NonFatal(e) =>
-            logInfo(s"Cannot roll $storeId forward from $loadedVersion to $version ($e); " +
-              "reloading from the checkpoint")
-            false
-        }
-      }
-      if (!rolledForward) recovery.load(version, state)
-      loadedVersion = version
-    } catch {
-      case e: Throwable =>
-        loadedVersion = -1
-        state.clear()
-        throw e
-    }
-  }
-
-  /**
    * Spark's `SupportsFineGrainedReplay` (4.0+, through the line's adapter): `endVersion` built
    * from the snapshot of `snapshotVersion` and the journals after it.
    */
@@ -275,14 +202,10 @@ class SpillStoreProvider extends JarLine.Checked with SparkLineProvider with Log
 
   /** End of the task that took `lease`: abort its open batch, if any, and go idle. */
   private def finish(lease: Lease): Unit = synchronized {
-    if (!state.holds(lease)) lease.state.freeIfDoomedBy(lease)
+    if (!live.holds(lease)) lease.state.freeIfDoomedBy(lease)
     else {
-      if (writer != null) {
-        state.abortBatch()
-        writer.state = SpillStateStore.Aborted
-        writer = null
-      }
-      state.release(lease, "its task ended")
+      slot.abortOpenBatch()
+      live.release(lease, "its task ended")
     }
   }
 
@@ -294,41 +217,38 @@ class SpillStoreProvider extends JarLine.Checked with SparkLineProvider with Log
   private[spillstore] def commit(store: SpillStateStore): Long = {
     val newVersion = store.version + 1
     val stats = synchronized {
-      if (!state.holds(store.lease)) {
+      if (!live.holds(store.lease)) {
         store.live.freeIfDoomedBy(store.lease)
         throw new IllegalStateException(s"Cannot commit $store: its lease on the live state " +
           s"ended (${store.lease.endedBy}); its changes were discarded")
       }
-      if (store.state != SpillStateStore.Updating || !store.isWritable || (writer ne store)) {
+      if (store.state != SpillStateStore.Updating || !store.isWritable || !slot.isWriter(store)) {
         throw new IllegalStateException(s"Cannot commit $store: it is ${store.state.name}" +
           (if (store.isWritable) "" else " and read-only"))
       }
       val start = System.nanoTime()
-      val written = try dir.write(StateFile.Journal, newVersion)(state.writeJournal) catch {
+      val written = try dir.write(StateFile.Journal, newVersion)(live.writeJournal) catch {
         case NonFatal(e) =>
-          endBatch(store, SpillStateStore.Aborted, "its commit failed")(state.abortBatch())
+          endBatch(store, SpillStateStore.Aborted, "its commit failed")(live.abortBatch())
           throw SpillStoreSparkBridge.cannotCommit(store.toString, e)
       }
-      try state.commitBatch() catch {
+      try live.commitBatch() catch {
         case NonFatal(e) =>
           logWarning(s"$storeId: version $newVersion is durable but the live state could not " +
             s"apply it ($e); dropping the live state, to be reloaded from the checkpoint")
-          endBatch(store, SpillStateStore.Aborted, "its commit failed") {
-            loadedVersion = -1
-            state.clear()
-          }
+          endBatch(store, SpillStateStore.Aborted, "its commit failed")(slot.drop())
           throw SpillStoreSparkBridge.cannotCommit(store.toString, e)
       }
       val nanos = System.nanoTime() - start
       val millis = nanos / 1000000
       ExecutorStats.addCommit(written.bytes, written.records, nanos)
-      loadedVersion = newVersion
+      slot.committed(newVersion)
       var stats: CommitStats = null
       // As the lease ends, after the evictions the commit made room for (they count in this
       // batch), while it still owns the state (RocksDB is read only by its user).
       endBatch(store, SpillStateStore.Committed, "committed", lastLook = () =>
         stats = CommitStats(written.bytes, written.records, millis, store.snapshotOnCommit,
-          state.takeBatchCounters(), liveFigures(state)))(())
+          live.takeBatchCounters(), liveFigures(live)))(())
       logDebug(s"Committed $store as version $newVersion (${written.records} changes, " +
         s"${written.bytes} bytes, $millis ms)")
       stats
@@ -353,24 +273,24 @@ class SpillStoreProvider extends JarLine.Checked with SparkLineProvider with Log
   private def endBatch(store: SpillStateStore, to: SpillStateStore.State, why: String,
       lastLook: () => Unit = () => ())(change: => Unit): Unit = {
     try change finally {
-      if (writer eq store) writer = null
+      slot.ended(store)
       store.state = to
-      state.release(store.lease, why, lastLook)
+      live.release(store.lease, why, lastLook)
     }
   }
 
   private[spillstore] def abort(store: SpillStateStore): Unit = synchronized {
-    if (!state.holds(store.lease)) {
+    if (!live.holds(store.lease)) {
       store.live.freeIfDoomedBy(store.lease)
       if (store.state == SpillStateStore.Updating) store.state = SpillStateStore.Aborted
     } else if (store.state == SpillStateStore.Updating) {
       if (store.isWritable) {
-        if (writer eq store) endBatch(store, SpillStateStore.Aborted, "aborted")(state.abortBatch())
+        if (slot.isWriter(store)) endBatch(store, SpillStateStore.Aborted, "aborted")(live.abortBatch())
         else store.state = SpillStateStore.Aborted
       } else {
         // A read store ends its lease only when no write store of the lease has a batch open.
         store.state = SpillStateStore.Released
-        if (writer == null || (writer.lease ne store.lease)) state.release(store.lease, "released")
+        if (!slot.batchOpenUnder(store)) live.release(store.lease, "released")
       }
     }
   }
@@ -389,7 +309,7 @@ class SpillStoreProvider extends JarLine.Checked with SparkLineProvider with Log
   private[spillstore] def snapshotMaintenance(): Unit = snapshot(None)
 
   private[spillstore] def cleanupMaintenance(): Unit = {
-    if (state != null) synchronized(reclaimDoomed())
+    if (slot != null) synchronized(slot.reclaimDoomed())
     withFileMaintenance(cleaner.cleanup(conf.minVersionsToRetain))
   }
 
@@ -414,15 +334,11 @@ class SpillStoreProvider extends JarLine.Checked with SparkLineProvider with Log
    * holder to free between its calls (its next call throws) or at its end; a doomed state
    * whose holder is already gone is freed here.
    */
-  override def close(): Unit = if (state != null) synchronized {
+  override def close(): Unit = if (slot != null) synchronized {
     // Spark may unload a provider more than once; figures as last published (a task may own it)
-    if (!state.isClosed) logInfo(s"Unloading $this (version $loadedVersion, " +
-      s"${state.heapEntries} entries on the heap, ${state.spilledBytes} bytes in the cold tier)")
-    invalidateWriter()
-    loadedVersion = -1
-    state.close() // frees it now, or dooms it: then its holder frees it, or maintenance
-    if (!state.isFreed && !doomed.contains(state)) doomed ::= state
-    reclaimDoomed()
+    if (!live.isClosed) logInfo(s"Unloading $this (version ${slot.loadedVersion}, " +
+      s"${live.heapEntries} entries on the heap, ${live.spilledBytes} bytes in the cold tier)")
+    slot.unload()
   }
 
   override def supportedCustomMetrics: Seq[StateStoreCustomMetric] = SpillStoreMetrics.all

@@ -21,7 +21,7 @@ import org.apache.spark.unsafe.hash.Murmur3_x86_32
  * ten layers, and 6.7 % of the lookups (all of absent keys) reached RocksDB.
  *
  * The filter is heap the budget counts but eviction cannot free, so it starts small (12 KB)
- * and stops growing at `maxBytes` (the provider allows 1/16 of the budget, at most 32 MB: over
+ * and stops growing at `maxBytes` (the memory manager allows 1/16 of the budget, at most 32 MB: over
  * 10M keys). When the next layer would pass it, the layers it has take more keys instead,
  * largest first, down to 6 bits a key (about 10 % false positives a layer, against under 1 %
  * at 12): a state that outgrows its filter reads RocksDB for a growing share of absent keys

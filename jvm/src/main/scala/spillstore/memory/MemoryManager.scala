@@ -163,6 +163,13 @@ final class MemoryManager(
 
   /** The byte budget in force: the configured one times the pressure factor. */
   def effectiveBudgetBytes: Long = effectiveBytes
+
+  /** A 64th of the budget in force, at most [[Budget.ReportEveryBytes]]. */
+  override def reportEveryBytes: Long =
+    math.max(1L, math.min(Budget.ReportEveryBytes, effectiveBytes / 64))
+
+  /** A 16th of the budget in force, at least 64 KB. */
+  override def fixedShareBytes: Long = math.max(64L << 10, effectiveBytes / 16)
   def totalHeapBytes: Long = bytesTotal.get
   def totalEntries: Long = entriesTotal.get
   /** The registered spillables' [[Spillable.spilledBytes]]: for metrics. */

@@ -52,4 +52,17 @@ trait Budget {
    * until this returns [[MemoryManager.Eviction.Zero]] (or nothing more can go).
    */
   def report(owner: Spillable): MemoryManager.Eviction
+
+  /** How much an owner may grow between reports: often enough that a small budget is not
+   *  overshot by much. Owners reread it as they report. */
+  def reportEveryBytes: Long = Budget.ReportEveryBytes
+
+  /** What one owner may keep beside its entries that eviction cannot free (the cold tier's key
+   *  filter): a small part of the budget. Read as the owner is made. */
+  def fixedShareBytes: Long = Long.MaxValue
+}
+
+object Budget {
+  /** Growth between reports, at most. */
+  val ReportEveryBytes: Long = 64L << 10
 }

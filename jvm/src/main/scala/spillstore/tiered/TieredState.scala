@@ -37,14 +37,13 @@ final class TieredState(
     prefixIndex: Option[PrefixIndex],
     localDir: () => File,
     budget: Budget,
-    reportEveryBytes: Long = TieredState.ReportEveryBytes,
-    coldFilterMaxBytes: Long = ColdKeyFilter.MaxBytes,
     openCold: (File, String) => ColdTier = ColdTier.create,
     onFreed: TieredState => Unit = _ => ()) extends Spillable with Logging {
   import TieredState._
 
   val heap = new HeapTier(prefixIndex.getOrElse(HeapTier.NoListener))
-  private val cold = new ColdSide(name, prefixIndex, localDir, coldFilterMaxBytes, openCold)
+  private val cold = new ColdSide(name, prefixIndex, localDir,
+    math.min(ColdKeyFilter.MaxBytes, budget.fixedShareBytes), openCold)
   private val counting = new TierCounting
   private val iterators = new LiveIterators(this, heap, cold, prefixIndex)
   private val evictor = new Evictor(heap, cold, counting, iterators, () => publish())
@@ -58,6 +57,8 @@ final class TieredState(
   @volatile private var publishedColdBytes = 0L
   /** Growth since the memory manager last heard of us. */
   private var unreportedBytes = 0L
+  /** The budget's [[Budget.reportEveryBytes]] as of the last report; the owner's. */
+  private var reportEveryBytes = budget.reportEveryBytes
 
   def counters: TierCounters = counting.now
   /** What happened since the last committed batch, this batch's lookups included. */
@@ -333,6 +334,7 @@ final class TieredState(
     if (unreportedBytes >= reportEveryBytes ||
       evictor.overShrinkTarget(publishedBytes + unreportedBytes, heap.numLiveEntries)) {
       unreportedBytes = 0
+      reportEveryBytes = budget.reportEveryBytes
       publish()
       keepToBudget()
     }
@@ -386,9 +388,6 @@ final class TieredState(
 }
 
 object TieredState {
-  /** The heap reports growth to the memory manager in steps of at most this many bytes. */
-  val ReportEveryBytes: Long = 64L << 10
-
   private def copyOf(row: UnsafeRow): Array[Byte] =
     HeapTier.copyOf(row.getBaseObject, row.getBaseOffset, row.getSizeInBytes)
 }

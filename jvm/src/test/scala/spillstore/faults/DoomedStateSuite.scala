@@ -82,14 +82,14 @@ class DoomedStateSuite extends AnyFunSuite {
       })
       holder.start()
       assert(filled.await(60, TimeUnit.SECONDS))
-      val abandoned = p.state
+      val abandoned = p.live
       val abandonedTier = opened.peek()
       assert(abandoned.coldKeyCount > 0 && abandonedTier != null, "nothing spilled: moot")
       val abandonedBytes = abandoned.heapBytes
       assert(abandonedBytes > 0)
       TestTasks.run(2) { _ =>
         val s = p.getStore(1) // takes over: the abandoned state is doomed
-        assert(p.state ne abandoned)
+        assert(p.live ne abandoned)
         assert(contents(s) === (0L until 2000L).map(i => i -> i).toMap)
         s.abort()
       }
@@ -118,7 +118,7 @@ class DoomedStateSuite extends AnyFunSuite {
         p.getStore(1).put(key(1), value(-1)) // left open
         assert(!opened.isEmpty, "nothing spilled: moot")
       } finally p.close()
-      assert(p.state.isFreed)
+      assert(p.live.isFreed)
       assert(!opened.peek().exists, "the unloaded state's cold tier is still there")
       assert(p.memory.totalHeapBytes <= before)
     }
@@ -147,7 +147,7 @@ class DoomedStateSuite extends AnyFunSuite {
       new ColdTier(new File(LocalDirs.jvmDirUnder(parent), s"$name-${UUID.randomUUID()}")) {
         override def approximateBytes: Long = {
           // Relief rounds read it under the state's lock on their own threads; none run here.
-          if (provider.state.currentLease == null) {
+          if (provider.live.currentLease == null) {
             unowned.add(Thread.currentThread().getStackTrace.take(12).mkString("\n  "))
           }
           super.approximateBytes

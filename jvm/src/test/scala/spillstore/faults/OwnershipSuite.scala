@@ -35,7 +35,7 @@ class OwnershipSuite extends AnyFunSuite {
         opened.countDown()
         firstTaskEnded.await(60, TimeUnit.SECONDS)
         // A relief round on another thread must find the state owned, however task 2 ended.
-        spilledWhileOwned = onOwnThread(p.state.trySpill(Long.MaxValue, Long.MaxValue))
+        spilledWhileOwned = onOwnThread(p.live.trySpill(Long.MaxValue, Long.MaxValue))
         assert(contents(r) === (0L until 2000L).map(i => i -> (if (i < 10) -i else i)).toMap)
       })
       TestTasks.run(2) { _ =>

@@ -43,7 +43,8 @@ class TieredStateSuite extends AnyFunSuite with BeforeAndAfterAll {
     val state: TieredState = new TieredState("test", prefix, () => coldRoot,
       new Budget {
         def report(owner: Spillable): Eviction = Eviction(0, state.heap.numLiveEntries - maxEntries)
-      }, reportEveryBytes = 1, openCold = openCold)
+        override def reportEveryBytes: Long = 1
+      }, openCold = openCold)
     private var lease: Lease = _
     def commit(): Unit = { state.commitBatch(); renew() }
     def abort(): Unit = { state.abortBatch(); renew() }
