@@ -18,7 +18,7 @@ import spillstore.metrics.SpillStoreMetricsSource.ExecutorReport
 /**
  * spillstore's Spark plugin (`spark.plugins=spillstore.SpillStorePlugin`, which
  * `spillstore.configure` sets): publishes spillstore's executor-wide figures through Spark's
- * metrics system (see [[SpillStoreMetricsSource]]). Each executor registers its source and
+ * metrics system (see `SpillStoreMetricsSource`). Each executor registers its source and
  * reports its figures to the driver every [[SpillStorePlugin.ReportIntervalKey]]; the driver
  * sums them into a source of its own.
  *

@@ -27,7 +27,7 @@ import spillstore.tiered.{Lease, TieredState}
  * arbitrates leases and the commit protocol.
  *
  * Threads and ownership (the state table is tiered.Ownership's):
- *  - Task threads open stores. A store call runs only while the store's [[Lease]] owns the
+ *  - Task threads open stores. A store call runs only while the store's `Lease` owns the
  *    live state; nothing else touches an owned state. A task's read and write stores share one lease
  *    (a 4.1+ upgrade, or 3.5/4.0's separate read and write stores in one task); a store opened
  *    by another task attempt (a retry, a speculative copy) revokes the older lease, aborting

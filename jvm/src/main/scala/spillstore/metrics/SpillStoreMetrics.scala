@@ -7,7 +7,7 @@ import org.apache.spark.sql.execution.streaming.state.{StateStoreCustomMetric, S
 /**
  * The heap tier's hit ratio: in query progress, hits / lookups of the whole operator in per
  * mille; in the SQL tab, each task's in percent as avg (min, med, max). Stores report
- * [[SpillStoreMetrics.hitRatio]]; see [[SpillStoreHitRatioMetric]] for how it adds up.
+ * [[SpillStoreMetrics.hitRatio]]; see `SpillStoreHitRatioMetric` for how it adds up.
  */
 final case class StateStoreCustomHitRatioMetric(name: String, desc: String)
   extends StateStoreCustomMetric {

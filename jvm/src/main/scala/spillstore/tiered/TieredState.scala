@@ -26,7 +26,7 @@ import spillstore.metrics.TierCounters
  * RocksDB holds for it. That keeps journals, the key count and the cold tier exact.
  *
  * Its parts, each with one job: `Ownership` (who may use the state, when: the lease and phase
- * table), [[HeapTier]] and `ColdSide` (the two tiers), `LiveIterators` (the batch's
+ * table), `HeapTier` and `ColdSide` (the two tiers), `LiveIterators` (the batch's
  * iterations), `Evictor` (write-back to RocksDB) and `TierCounting`. This class is the
  * two-tier view over them (reads, writes, the batch's end, recovery) and the memory manager's
  * [[Spillable]]: it reports growth to its [[Budget]] and evicts what that asks, and publishes
