@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ast
 import importlib.metadata
 from pathlib import Path
 from typing import Any
@@ -35,6 +36,48 @@ def test_public_api() -> None:
 
 def test_version_matches_distribution() -> None:
     assert spillstore.__version__ == importlib.metadata.version("spillstore")
+
+
+def _imports_within_package(package: Path) -> dict[str, set[str]]:
+    """Module -> the package's modules it imports, at module level or inside functions
+    (`import spillstore` and `from spillstore import x` count as importing `__init__`)."""
+    modules = {f.stem for f in package.glob("*.py")}
+    graph: dict[str, set[str]] = {}
+    for f in package.glob("*.py"):
+        deps: set[str] = set()
+        for node in ast.walk(ast.parse(f.read_text())):
+            if isinstance(node, ast.ImportFrom):
+                name = "spillstore." + (node.module or "") if node.level else node.module or ""
+                if name == "spillstore." or name == "spillstore":
+                    deps |= {a.name for a in node.names if a.name in modules} or {"__init__"}
+                elif name.startswith("spillstore."):
+                    deps.add(name.split(".")[1])
+            elif isinstance(node, ast.Import):
+                for a in node.names:
+                    if a.name == "spillstore":
+                        deps.add("__init__")
+                    elif a.name.startswith("spillstore."):
+                        deps.add(a.name.split(".")[1])
+        graph[f.stem] = {d for d in deps if d in modules and d != f.stem}
+    return graph
+
+
+def test_no_import_cycles_in_the_package() -> None:
+    graph = _imports_within_package(Path(spillstore.__file__).parent)
+    assert {"cli", "bench", "_config", "__init__"} <= graph.keys(), graph
+
+    def reach(start: str) -> set[str]:
+        seen: set[str] = set()
+        todo = list(graph[start])
+        while todo:
+            m = todo.pop()
+            if m not in seen:
+                seen.add(m)
+                todo.extend(graph[m])
+        return seen
+
+    circles = sorted(m for m in graph if m in reach(m))
+    assert not circles, f"modules on an import cycle: {circles}; imports: {graph}"
 
 
 def test_package_is_typed() -> None:

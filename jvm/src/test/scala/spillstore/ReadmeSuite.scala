@@ -22,13 +22,8 @@ import spillstore.metrics.SpillStoreMetricsSource
 class ReadmeSuite extends AnyFunSuite {
   import ReadmeSuite._
 
-  private lazy val readme: Seq[String] = {
-    val start = new File(sys.props("user.dir")).getAbsoluteFile
-    val root = Iterator.iterate(start)(_.getParentFile).takeWhile(_ != null)
-      .find(d => new File(d, "README.md").isFile && new File(d, "build.sbt").isFile)
-      .getOrElse(fail(s"no README.md beside a build.sbt in $start or above"))
-    Files.readAllLines(new File(root, "README.md").toPath, StandardCharsets.UTF_8).asScala.toSeq
-  }
+  private lazy val readme: Seq[String] = Files.readAllLines(
+    new File(RepoRoot.dir, "README.md").toPath, StandardCharsets.UTF_8).asScala.toSeq
 
   test("the conf table lists exactly spillstore's keys, and only confs Spark defines besides") {
     val listed = names(firstTable(readme, "### Options"))

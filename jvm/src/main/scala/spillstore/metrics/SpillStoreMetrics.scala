@@ -1,7 +1,7 @@
 package spillstore.metrics
 
 import org.apache.spark.SparkContext
-import org.apache.spark.sql.execution.metric.{HitRatioPacking, SQLMetric, SQLMetrics, SpillStoreHitRatioMetric}
+import org.apache.spark.sql.execution.metric.{HitRatioMetric, HitRatioPacking, SQLMetric, SQLMetrics}
 import org.apache.spark.sql.execution.streaming.state.{StateStoreCustomMetric, StateStoreCustomSumMetric, StateStoreCustomTimingMetric}
 
 /**
@@ -13,7 +13,7 @@ final case class StateStoreCustomHitRatioMetric(name: String, desc: String)
   extends StateStoreCustomMetric {
   override def withNewDesc(desc: String): StateStoreCustomHitRatioMetric = copy(desc = desc)
   override def createSQLMetric(sparkContext: SparkContext): SQLMetric =
-    HitRatioPacking.create(sparkContext, desc)
+    HitRatioMetric.create(sparkContext, desc)
 }
 
 /** A count measured at commit (not added up over batches), shown as a plain number. */

@@ -1,24 +1,16 @@
 package org.apache.spark.sql.execution.metric
 
-import org.apache.spark.SparkContext
 import org.apache.spark.util.AccumulatorV2
 
 /**
- * How a store's (hits, lookups) travel as one long through Spark's custom metric sums, and
- * how the metric is created, for every line's `SpillStoreHitRatioMetric` (spark-4.2+ and
- * spark-pre4.2: how it keeps its value differs).
+ * How a store's (hits, lookups) travel as one long through Spark's custom metric sums, for
+ * every line's `SpillStoreHitRatioMetric` (spark-4.2+ and spark-pre4.2: how it keeps its value
+ * differs), which `HitRatioMetric` creates.
  */
 object HitRatioPacking {
   /** Spark's name for metrics the SQL tab shows as avg (min, med, max) over tasks (base 10). */
   private[metric] val AverageMetricType = "average"
   private[metric] val Unset = -1L
-
-  /** A registered metric, shown as `desc` in the SQL tab. */
-  def create(sc: SparkContext, desc: String): SpillStoreHitRatioMetric = {
-    val m = new SpillStoreHitRatioMetric
-    m.register(sc, Some(desc), countFailedValues = false)
-    m
-  }
 
   /** Lookups per packed value stay below this, so that sums of a few do not carry into hits. */
   private val MaxLookups = 1L << 29
