@@ -103,6 +103,8 @@ def test_everything_spills_at_one_byte_only(cluster: Cluster, query: str) -> Non
     at_one_byte = cluster.runs("budget_1_byte").run(query).progress
     assert harness.metric_totals(at_default, "spillstoreEvictions") == 0
     assert harness.metric_totals(at_one_byte, "spillstoreEvictions") > 0
+    # read back from the cold tiers (a session window's prefix scans count no lookups)
+    assert harness.metric_totals(at_one_byte, "spillstoreColdLoads") > 0
 
 
 def _commits_in_progress(cluster: Cluster, budget: str) -> int:
