@@ -77,9 +77,22 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Cluster:
     report = json.loads(report_file.read_text()) if report_file.exists() else {}
     times = {b: {q: r["seconds"] for q, r in v["queries"].items()}
              for b, v in report.get("budgets", {}).items()}
+    cluster = Cluster(workdir, job, report, seconds)
     print(f"\nlocal-cluster job: {seconds:.0f} s (session start {report.get('session_start_s')} "
-          f"s; per query {times})")
-    return Cluster(workdir, job, report, seconds)
+          f"s; per query {times}); {_stores_in_both(cluster)}")
+    return cluster
+
+
+def _stores_in_both(cluster: Cluster) -> str:
+    """How many stores moved from one executor to the other: the stores open in the executors
+    at the end (the job's maintenance unloads none), less the queries' stores."""
+    try:
+        reading = cluster.reading(list(BUDGETS)[-1])
+        stores = sum(op["numStateStoreInstances"] for budget in BUDGETS for query in QUERIES
+                     for op in cluster.runs(budget).run(query).progress[-1]["stateOperators"])
+    except AssertionError:
+        return "stores: the job did not finish"
+    return f"{reading['sums']['openStores'] - stores:.0f} of {stores} stores moved"
 
 
 @pytest.mark.parametrize("budget", list(BUDGETS))

@@ -42,6 +42,12 @@ MASTER = "local-cluster[2,1,1024]"
 EXECUTOR_MEMORY_MB = 768
 NAMESPACE = "app"  # spark.metrics.namespace: metric names without the random application id
 REPORT_INTERVAL = "200ms"  # executors' reports to the driver's spillstore.executors source
+# Twice as many partitions as executor cores, and no wait for a store's executor to be free:
+# a store's next task may run in the other executor, which loads it from the checkpoint while
+# the first keeps its copy (until Spark's maintenance unloads it; not within the job's minutes,
+# so the stores open at the end tell how many moved).
+PARTITIONS = 4
+MAINTENANCE_INTERVAL = "30m"
 _COLD_MEMORY = re.compile(r"spillstore's cold tiers share (\d+) MB")
 
 
@@ -62,8 +68,11 @@ def session(workdir: Path) -> Any:
     csv = "spark.metrics.conf.*.sink.csv."
     (workdir / "metrics").mkdir()
     spark = (
-        harness.session_builder(MASTER, partitions=2, metricsReportInterval=REPORT_INTERVAL)
+        harness.session_builder(MASTER, partitions=PARTITIONS,
+                                metricsReportInterval=REPORT_INTERVAL)
         .appName("spillstore-cluster")
+        .config("spark.locality.wait", "0")
+        .config("spark.sql.streaming.stateStore.maintenanceInterval", MAINTENANCE_INTERVAL)
         .config("spark.executor.memory", f"{EXECUTOR_MEMORY_MB}m")
         .config("spark.metrics.namespace", NAMESPACE)
         .config(csv + "class", "org.apache.spark.metrics.sink.CsvSink")
