@@ -79,11 +79,11 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Cluster:
              for b, v in report.get("budgets", {}).items()}
     cluster = Cluster(workdir, job, report, seconds)
     print(f"\nlocal-cluster job: {seconds:.0f} s (session start {report.get('session_start_s')} "
-          f"s; per query {times}); {_stores_in_both(cluster)}")
+          f"s; per query {times}); {_stores_moved(cluster)}")
     return cluster
 
 
-def _stores_in_both(cluster: Cluster) -> str:
+def _stores_moved(cluster: Cluster) -> str:
     """How many stores moved from one executor to the other: the stores open in the executors
     at the end (the job's maintenance unloads none), less the queries' stores."""
     try:
