@@ -25,8 +25,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests/, for harn
 import harness  # noqa: E402
 
 
-def run_one(spark: Any, workdir: Path, query: str) -> dict[str, Any]:
-    """Run ``query`` in ``workdir/query`` with spillstore; what it did, for the report."""
+def run_one(spark: Any, workdir: Path, query: str,
+            options: dict[str, str] | None = None) -> dict[str, Any]:
+    """Run ``query`` in ``workdir/query`` with spillstore (``options``: spillstore options for
+    this run, see ``harness.run_query``); what it did, for the report."""
     qdir = workdir / query
     inputs = harness.write_inputs(qdir, harness.QUERIES[query].sources,
                                   range(harness.NUM_BATCHES))
@@ -35,7 +37,7 @@ def run_one(spark: Any, workdir: Path, query: str) -> dict[str, Any]:
                               "cache_misses": None}
     try:
         run = harness.run_query(spark, query, inputs, qdir / "checkpoint", qdir / "output",
-                                harness.SPILLSTORE)
+                                harness.SPILLSTORE, options=options)
         # progress dicts hold UUIDs (the query's ids)
         (qdir / "progress.json").write_text(json.dumps(run.progress, default=str))
         result["batches"] = [p["batchId"] for p in run.progress]
