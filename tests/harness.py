@@ -50,6 +50,19 @@ JOBS = Path(__file__).resolve().parent / "jobs"
 # Session
 
 
+def use_spark_home(under: Path) -> Path:
+    """Sets SPARK_HOME to a directory in ``under`` whose bin, jars and python are pyspark's, for
+    local-cluster sessions started after it: their worker keeps the executors' directories (logs,
+    the jars fetched from the driver) in ``$SPARK_HOME/work``, which would otherwise be inside the
+    installed pyspark package, and the test's directory is removed with it."""
+    home = under / "spark-home"
+    home.mkdir()
+    for name in ("bin", "jars", "python"):
+        (home / name).symlink_to(Path(pyspark.__file__).parent / name)
+    os.environ["SPARK_HOME"] = str(home)
+    return home
+
+
 def session_builder(master: str = "local[2]", partitions: int = 2,
                     tmp_dir: Path | None = None, **options: Any) -> Any:
     """The tests' SparkSession builder with spillstore configured (``options`` are spillstore

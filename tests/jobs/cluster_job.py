@@ -28,7 +28,6 @@ import json
 import os
 import re
 import sys
-import tempfile
 import time
 from pathlib import Path
 from typing import Any
@@ -49,19 +48,6 @@ REPORT_INTERVAL = "200ms"  # executors' reports to the driver's spillstore.execu
 PARTITIONS = 4
 MAINTENANCE_INTERVAL = "30m"
 _COLD_MEMORY = re.compile(r"spillstore's cold tiers share (\d+) MB")
-
-
-def spark_home() -> Path:
-    """A SPARK_HOME whose bin and jars are pyspark's, in the temporary directory: a
-    local-cluster worker keeps its executors' directories (their logs, the jars fetched from
-    the driver) in ``$SPARK_HOME/work``, which would otherwise be inside the installed pyspark
-    package."""
-    import pyspark
-
-    home = Path(tempfile.mkdtemp(prefix="spark-home-"))
-    for name in ("bin", "jars", "python"):
-        (home / name).symlink_to(Path(pyspark.__file__).parent / name)
-    return home
 
 
 def session(workdir: Path) -> Any:
@@ -150,8 +136,7 @@ def executor_dirs(home: Path, app_id: str) -> dict[str, dict[str, Any]]:
 def main(spec_file: str) -> int:
     spec = json.loads(Path(spec_file).read_text())
     workdir = Path(spec["workdir"])
-    home = spark_home()
-    os.environ["SPARK_HOME"] = str(home)
+    home = harness.use_spark_home(workdir)
     report: dict[str, Any] = {"budgets": {}}
 
     def save() -> None:

@@ -266,6 +266,7 @@ def main(spec_file: str) -> int:
     workdir = Path(spec["workdir"])
     local_dir = workdir / "local"
     options = {} if spec["budget"] is None else {"memoryBudget": spec["budget"]}
+    harness.use_spark_home(workdir)
     spark = (
         harness.session_builder("local-cluster[2,1,1024]", partitions=4, **options)
         .appName("spillstore-executor-loss")
