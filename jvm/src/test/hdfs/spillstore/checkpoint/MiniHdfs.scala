@@ -8,6 +8,8 @@ import org.apache.commons.io.FileUtils
 import org.apache.hadoop.conf.Configuration
 import org.apache.hadoop.fs.{FileSystem, Path}
 import org.apache.hadoop.hdfs.MiniDFSCluster
+import org.apache.logging.log4j.{Level, LogManager}
+import org.apache.logging.log4j.core.config.Configurator
 
 /**
  * A real HDFS for tests: Hadoop's MiniDFSCluster, one namenode and one datanode on loopback
@@ -19,8 +21,10 @@ import org.apache.hadoop.hdfs.MiniDFSCluster
  * |------------------------|-----------------------------------------------|
  * | `cluster`'s nodes      | the thread that calls the stop / restart methods (one at a time) |
  * | `stoppedDataNode`      | the same thread                               |
+ * | Hadoop's log level     | [[MiniHdfs.start]] lowers it, [[close]] restores it |
  */
-final class MiniHdfs private (base: File, cluster: MiniDFSCluster) extends AutoCloseable {
+final class MiniHdfs private (base: File, cluster: MiniDFSCluster, hadoopLogLevel: Level)
+    extends AutoCloseable {
   private var stoppedDataNode: Option[MiniDFSCluster.DataNodeProperties] = None
 
   /** The namenode, `hdfs://localhost:<port>`: the same after a namenode restart. */
@@ -56,13 +60,24 @@ final class MiniHdfs private (base: File, cluster: MiniDFSCluster) extends AutoC
     try {
       try FileSystem.get(uri, conf).close() // Hadoop caches clients per namenode: drop ours
       finally cluster.shutdown(true)
-    } finally FileUtils.deleteQuietly(base)
+    } finally {
+      FileUtils.deleteQuietly(base)
+      Configurator.setLevel(MiniHdfs.HadoopLogger, hadoopLogLevel)
+    }
 }
 
 object MiniHdfs {
-  /** Starts a cluster; if starting fails, what was started is stopped and deleted. */
+  private val HadoopLogger = "org.apache.hadoop"
+
+  /**
+   * Starts a cluster; if starting fails, its dir is deleted. The cluster's servers log every
+   * block and audit event at INFO (lines where Spark's defaults log INFO, as on 3.5): Hadoop
+   * logs warnings only while it runs.
+   */
   def start(): MiniHdfs = {
     val base = Files.createTempDirectory("minihdfs").toFile
+    val hadoopLogLevel = LogManager.getLogger(HadoopLogger).getLevel
+    Configurator.setLevel(HadoopLogger, Level.WARN)
     try {
       val conf = new Configuration
       conf.set(MiniDFSCluster.HDFS_MINIDFS_BASEDIR, base.getPath)
@@ -76,11 +91,14 @@ object MiniHdfs {
       // A restarted namenode leaves safe mode as soon as the datanode has reported.
       conf.setInt("dfs.namenode.safemode.extension", 0)
       conf.setInt("dfs.heartbeat.interval", 1)
-      val cluster = new MiniDFSCluster.Builder(conf).numDataNodes(1).build()
+      val cluster = new MiniDFSCluster.Builder(conf).numDataNodes(1).storagesPerDatanode(1).build()
       cluster.waitActive()
-      new MiniHdfs(base, cluster)
+      new MiniHdfs(base, cluster, hadoopLogLevel)
     } catch {
-      case e: Throwable => FileUtils.deleteQuietly(base); throw e
+      case e: Throwable =>
+        FileUtils.deleteQuietly(base)
+        Configurator.setLevel(HadoopLogger, hadoopLogLevel)
+        throw e
     }
   }
 
