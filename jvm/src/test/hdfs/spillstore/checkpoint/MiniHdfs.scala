@@ -11,11 +11,13 @@ import org.apache.hadoop.hdfs.MiniDFSCluster
 import org.apache.logging.log4j.{Level, LogManager}
 import org.apache.logging.log4j.core.config.Configurator
 
+import org.apache.spark.internal.Logging
+
 /**
  * A real HDFS for tests: Hadoop's MiniDFSCluster, one namenode and one datanode on loopback
  * ports, its storage in a temp dir under `java.io.tmpdir` (the tests' jvm/target/test-tmp).
- * [[close]] shuts both down and deletes that dir; [[MiniHdfs.withHdfs]] closes it also when the
- * body fails.
+ * [[close]] shuts both down and deletes that dir (a suite closes it in afterAll, which runs
+ * also when tests fail).
  *
  * | state                  | owner                                         |
  * |------------------------|-----------------------------------------------|
@@ -66,7 +68,7 @@ final class MiniHdfs private (base: File, cluster: MiniDFSCluster, hadoopLogLeve
     }
 }
 
-object MiniHdfs {
+object MiniHdfs extends Logging {
   private val HadoopLogger = "org.apache.hadoop"
 
   /**
@@ -76,6 +78,8 @@ object MiniHdfs {
    */
   def start(): MiniHdfs = {
     val base = Files.createTempDirectory("minihdfs").toFile
+    // Spark configures log4j at its first log call, which would undo a level set before it.
+    logInfo(s"Starting HDFS (MiniDFSCluster) under $base")
     val hadoopLogLevel = LogManager.getLogger(HadoopLogger).getLevel
     Configurator.setLevel(HadoopLogger, Level.WARN)
     try {
@@ -100,10 +104,5 @@ object MiniHdfs {
         Configurator.setLevel(HadoopLogger, hadoopLogLevel)
         throw e
     }
-  }
-
-  def withHdfs[T](body: MiniHdfs => T): T = {
-    val hdfs = start()
-    try body(hdfs) finally hdfs.close()
   }
 }
