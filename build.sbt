@@ -67,9 +67,11 @@ val sparkJavaOpens = Seq(
 
 /** What every line's project shares: the core and the line's adapter dirs, one jar. */
 def lineSettings(l: SparkLine): Seq[Setting[_]] = Seq(
-  // HdfsCheckpointSuite's HDFS: Hadoop's MiniDFSCluster at the Hadoop version of the line's Spark,
-  // shaded as hadoop-client-api is (its client half comes with Spark).
-  libraryDependencies += ("org.apache.hadoop" % "hadoop-client-minicluster" % l.hadoop % Test).intransitive(),
+  // The `hdfs` test dir's HDFS: Hadoop's MiniDFSCluster at the Hadoop version of the line's
+  // Spark, shaded as hadoop-client-api is (its client half comes with Spark).
+  libraryDependencies ++= (if (l.testDirs.contains("hdfs")) {
+    Seq(("org.apache.hadoop" % "hadoop-client-minicluster" % l.hadoop % Test).intransitive())
+  } else Nil),
   organization := "io.spillstore",
   name := s"spillstore-spark${l.line}",
   moduleName := name.value,
