@@ -31,19 +31,20 @@ val sparkVersion = "4.3.0"
 val sparkTestJarsVersion = "4.2.0"
 
 val lines = Map(
-  "3.5" -> SparkLine("3.5", Some("3.5.9"), "2.12.18",
-    Seq("spark-3.5", "spark-pre4.1", "spark-pre4.2", "spark-pre4.3"), testDirs = Seq("spark-3.5", "two-threads")),
-  "4.0" -> SparkLine("4.0", Some("4.0.4"), "2.13.16",
+  "3.5" -> SparkLine("3.5", Some("3.5.9"), "2.12.18", "3.3.4",
+    Seq("spark-3.5", "spark-pre4.1", "spark-pre4.2", "spark-pre4.3"),
+    testDirs = Seq("spark-3.5", "two-threads", "hdfs")),
+  "4.0" -> SparkLine("4.0", Some("4.0.4"), "2.13.16", "3.4.1",
     Seq("spark-4.x", "spark-4.0", "spark-pre4.1", "spark-pre4.2", "spark-pre4.3"),
     testDirs = Seq("spark-4.x", "spark-4.0")),
-  "4.1" -> SparkLine("4.1", Some("4.1.3"), "2.13.17",
+  "4.1" -> SparkLine("4.1", Some("4.1.3"), "2.13.17", "3.4.2",
     Seq("spark-4.x", "spark-4.1+", "spark-4.1", "spark-pre4.2", "spark-pre4.3"),
     testDirs = Seq("spark-4.x", "spark-4.1+", "spark-4.1")),
-  "4.2" -> SparkLine("4.2", Some("4.2.0"), "2.13.18",
+  "4.2" -> SparkLine("4.2", Some("4.2.0"), "2.13.18", "3.5.0",
     Seq("spark-4.x", "spark-4.1+", "spark-4.2+", "spark-4.2", "spark-pre4.3"),
     testDirs = Seq("spark-4.x", "spark-4.1+", "spark-4.2")),
-  "4.3" -> SparkLine("4.3", None, "2.13.18", Seq("spark-4.x", "spark-4.1+", "spark-4.2+", "spark-4.3"),
-    testDirs = Seq("spark-4.x", "spark-4.1+", "spark-4.3", "two-threads")))
+  "4.3" -> SparkLine("4.3", None, "2.13.18", "3.5.0", Seq("spark-4.x", "spark-4.1+", "spark-4.2+", "spark-4.3"),
+    testDirs = Seq("spark-4.x", "spark-4.1+", "spark-4.3", "two-threads", "hdfs")))
 
 def pysparkJarsDir(root: File): File = {
   val fromEnv = sys.env.get("SPILLSTORE_SPARK_JARS").map(new File(_))
@@ -66,6 +67,11 @@ val sparkJavaOpens = Seq(
 
 /** What every line's project shares: the core and the line's adapter dirs, one jar. */
 def lineSettings(l: SparkLine): Seq[Setting[_]] = Seq(
+  // The `hdfs` test dir's HDFS: Hadoop's MiniDFSCluster at the Hadoop version of the line's
+  // Spark, shaded as hadoop-client-api is (its client half comes with Spark).
+  libraryDependencies ++= (if (l.testDirs.contains("hdfs")) {
+    Seq(("org.apache.hadoop" % "hadoop-client-minicluster" % l.hadoop % Test).intransitive())
+  } else Nil),
   organization := "io.spillstore",
   name := s"spillstore-spark${l.line}",
   moduleName := name.value,
