@@ -18,6 +18,13 @@ import spillstore.{SkipMaintenanceOnCertainPartitionsProvider, SpillStoreProvide
 class SpillStoreInstanceMetricSuite extends StateStoreInstanceMetricSuite {
   import SpillStoreInstanceMetricSuite._
 
+  // Spark's maintenance task keeps the interval of the query that started it: one that an
+  // earlier suite of this JVM left running would not snapshot at these tests' 100 ms.
+  override def beforeAll(): Unit = {
+    super.beforeAll()
+    StateStore.stop()
+  }
+
   override def withSQLConf[T](pairs: (String, String)*)(f: => T): T =
     super.withSQLConf(pairs.map {
       case (SQLConf.STATE_STORE_PROVIDER_CLASS.key, provider) =>
