@@ -5,7 +5,7 @@ import org.apache.spark.sql.execution.streaming.state._
 import org.apache.spark.unsafe.Platform
 
 import spillstore.heap.KeyValue
-import spillstore.metrics.{SpillStoreMetrics, TierCounters}
+import spillstore.metrics.{SnapshotLag, SpillStoreMetrics, TierCounters}
 import spillstore.tiered.Lease
 
 /**
@@ -127,7 +127,8 @@ final class SpillStateStore private[spillstore] (
       SpillStoreMetrics.HeapBytes -> now.heapBytes,
       SpillStoreMetrics.HeapEntries -> now.heapEntries) ++
       SpillStoreMetrics.hitRatio(tiers.hits, tiers.misses)
-    StateStoreMetrics(now.numKeys, now.heapBytes, custom)
+    SnapshotLag.withInstanceMetrics(StateStoreMetrics(now.numKeys, now.heapBytes, custom), id,
+      provider.lastSnapshotWritten)
   }
 
   override def toString: String =

@@ -111,6 +111,9 @@ class SpillStoreProvider extends JarLine.Checked with SparkLineProvider with Log
 
   private[spillstore] def checkpointPath: Path = dir.path
 
+  /** The newest version this provider wrote a snapshot of, -1 before its first. */
+  private[spillstore] def lastSnapshotWritten: Long = snapshotter.lastWritten
+
   /** How cold tiers are opened; tests substitute one whose writes fail. */
   private[spillstore] var coldTiers: (java.io.File, String) => ColdTier = ColdTier.create
 

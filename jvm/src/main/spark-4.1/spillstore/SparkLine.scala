@@ -2,8 +2,11 @@ package spillstore
 
 import org.apache.spark.sql.execution.streaming.state._
 
+import spillstore.metrics.SnapshotLag
+
 /** Spark 4.1: getStore(version, ckptId) and the first upgradeReadStoreToWriteStore. */
-trait SparkLineProvider extends SparkLine4Provider with SparkLine41Replay { self: SpillStoreProvider =>
+trait SparkLineProvider extends SparkLine4Provider with SparkLine41Replay with SnapshotLag.Provider {
+  self: SpillStoreProvider =>
   override def getStore(version: Long, stateStoreCkptId: Option[String]): StateStore =
     open(version, writable = true, forceSnapshotOnCommit = false, upgrading = null)
 

@@ -3,8 +3,11 @@ package spillstore
 import org.apache.spark.sql.catalyst.expressions.UnsafeRow
 import org.apache.spark.sql.execution.streaming.state._
 
+import spillstore.metrics.SnapshotLag
+
 /** 4.2's getStore (forceSnapshotOnCommit, loadEmpty) and upgrade, kept by 4.3. */
-trait SparkLine42Provider extends SparkLine4Provider with SparkLine41Replay { self: SpillStoreProvider =>
+trait SparkLine42Provider extends SparkLine4Provider with SparkLine41Replay with SnapshotLag.Provider {
+  self: SpillStoreProvider =>
   override def getStore(
       version: Long,
       stateStoreCkptId: Option[String],

@@ -2,6 +2,7 @@ package spillstore.checkpoint
 
 import java.io.File
 import java.util.{Arrays => JArrays}
+import java.util.concurrent.atomic.AtomicLong
 
 import org.apache.spark.internal.Logging
 
@@ -16,6 +17,10 @@ import spillstore.metrics.ExecutorStats
  *
  * Journals are sorted by key, so a snapshot is one streaming merge; memory and the run files
  * under `spillDir` (the executor's local dir) are bounded as [[SortedChanges]] describes.
+ *
+ * State: [[lastWritten]] is written by the thread that wrote a snapshot (a maintenance thread,
+ * or a task committing with a forced snapshot; the provider lets one at a time snapshot) and
+ * read by any thread (task threads, for the store's metrics).
  */
 final class Snapshotter(dir: CheckpointDir, spillDir: () => File,
     maxKeysInMemory: Int = SortedChanges.DefaultMaxKeysInMemory,
@@ -26,6 +31,14 @@ final class Snapshotter(dir: CheckpointDir, spillDir: () => File,
    * next JVM's sweep reclaims them, as it does cold tiers ([[LocalDirs]]).
    */
   private val runsParent = () => LocalDirs.jvmDirUnder(spillDir())
+
+  private val newestWritten = new AtomicLong(-1L)
+
+  /**
+   * The newest version this snapshotter wrote a snapshot of, -1 before its first: what Spark
+   * 4.1+ shows as the store's snapshot lag (its providers, too, count only their own uploads).
+   */
+  def lastWritten: Long = newestWritten.get()
 
   /**
    * Snapshots the newest committed version if at least `minDeltas` journals follow the newest
@@ -82,6 +95,7 @@ final class Snapshotter(dir: CheckpointDir, spillDir: () => File,
           } finally changes.close()
         }
         ExecutorStats.snapshotBytes.inc(written.bytes)
+        newestWritten.accumulateAndGet(version, (a: Long, b: Long) => math.max(a, b))
         logInfo(s"Wrote snapshot of version $version to ${dir.path} (${written.records} " +
           s"entries, ${written.bytes} bytes, from snapshot $used + ${version - used} journals)")
         Some(version)
