@@ -50,6 +50,17 @@ JOBS = Path(__file__).resolve().parent / "jobs"
 # Session
 
 
+def assert_same_output_as_default(actual: Run, expected: Run, query: str, name: str) -> None:
+    """``actual`` (spillstore's run, called ``name``) gave ``expected``'s output (the default
+    provider's) batch by batch; each checkpoint records the provider that wrote it."""
+    assert checkpoint_provider(expected.checkpoint) == {DEFAULT}
+    assert checkpoint_provider(actual.checkpoint) == {SPILLSTORE}
+    assert any(expected.outputs.values()), "the reference run output nothing"
+    difference = describe_difference(actual.outputs, expected.outputs, name, "default")
+    assert actual.outputs == expected.outputs, (
+        f"{query} with {name} differs from the default provider:\n{difference}")
+
+
 def use_spark_home(under: Path) -> Path:
     """Sets SPARK_HOME to a directory in ``under`` whose bin, jars and python are pyspark's, for
     local-cluster sessions started after it: their worker keeps the executors' directories (logs,

@@ -20,7 +20,7 @@ from typing import Any
 import harness
 import pytest
 from conftest import BUDGETS, EVERYTHING_SPILLS, FreshJvmRuns
-from harness import DEFAULT, SPILLSTORE, Run
+from harness import DEFAULT, Run
 
 pytestmark = pytest.mark.cluster
 
@@ -100,14 +100,9 @@ def _stores_moved(cluster: Cluster) -> str:
 def test_same_output_as_default_provider(
     full_run: Callable[[str, str], Run], cluster: Cluster, query: str, budget: str
 ) -> None:
-    expected = full_run(query, DEFAULT)
-    actual = cluster.runs(budget).run(query)
-    assert harness.checkpoint_provider(actual.checkpoint) == {SPILLSTORE}
-    assert any(expected.outputs.values()), "the reference run output nothing"
-    name = f"spillstore at {budget} on local-cluster"
-    difference = harness.describe_difference(actual.outputs, expected.outputs, name, "default")
-    assert actual.outputs == expected.outputs, (
-        f"{query} with {name} differs from the default provider:\n{difference}")
+    harness.assert_same_output_as_default(cluster.runs(budget).run(query),
+                                          full_run(query, DEFAULT), query,
+                                          f"spillstore at {budget} on local-cluster")
 
 
 @pytest.mark.parametrize("query", QUERIES)

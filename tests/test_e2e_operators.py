@@ -18,7 +18,7 @@ from typing import Any
 import harness
 import pytest
 from conftest import BUDGETS, FreshJvmRuns
-from harness import DEFAULT, EVENTS, QUERIES, SPILLSTORE, Run, rows_of
+from harness import DEFAULT, EVENTS, QUERIES, Run, rows_of
 
 FullRun = Callable[[str, str], Run]
 
@@ -28,15 +28,9 @@ FullRun = Callable[[str, str], Run]
 def test_same_output_as_default_provider(
     full_run: FullRun, fresh_jvm_runs: Callable[[str], FreshJvmRuns], query: str, budget: str
 ) -> None:
-    expected = full_run(query, DEFAULT)
-    actual = fresh_jvm_runs(budget).run(query)
-    assert harness.checkpoint_provider(expected.checkpoint) == {DEFAULT}
-    assert harness.checkpoint_provider(actual.checkpoint) == {SPILLSTORE}
-    assert any(expected.outputs.values()), "the reference run output nothing"
-    name = f"spillstore at {budget}"
-    difference = harness.describe_difference(actual.outputs, expected.outputs, name, "default")
-    assert actual.outputs == expected.outputs, (
-        f"{query} with {name} (fresh JVM) differs from the default provider:\n{difference}")
+    harness.assert_same_output_as_default(fresh_jvm_runs(budget).run(query),
+                                          full_run(query, DEFAULT), query,
+                                          f"spillstore at {budget} (fresh JVM)")
 
 
 # ---------------------------------------------------------------------------------------------

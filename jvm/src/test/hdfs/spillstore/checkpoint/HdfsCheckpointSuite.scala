@@ -42,6 +42,13 @@ class HdfsCheckpointSuite extends AnyFunSuite with BeforeAndAfterAll {
   /** A checkpoint root of its own on the HDFS. */
   private def newRoot(): String = hdfs.path(s"/ckpt-${UUID.randomUUID()}").toString
 
+  /** Confs under which maintenance snapshots a store once it has `deltas` journals since its last. */
+  private def snapshotAfter(deltas: Int): SQLConf = {
+    val c = new SQLConf
+    c.setConf(SQLConf.STATE_STORE_MIN_DELTAS_FOR_SNAPSHOT, deltas)
+    c
+  }
+
   private def withProvider[T](root: String, sqlConf: SQLConf = new SQLConf)(
       f: SpillStoreProvider => T): T = {
     val p = LineProviders.open(root, keySchema, valueSchema, sqlConf, hdfs.conf)
@@ -79,8 +86,7 @@ class HdfsCheckpointSuite extends AnyFunSuite with BeforeAndAfterAll {
 
   test("snapshots maintenance writes on HDFS are bases: loads without the journals before them are exact") {
     val root = newRoot()
-    val sqlConf = new SQLConf
-    sqlConf.setConf(SQLConf.STATE_STORE_MIN_DELTAS_FOR_SNAPSHOT, 3)
+    val sqlConf = snapshotAfter(deltas = 3)
     val states = withProvider(root, sqlConf) { p =>
       commitBatches(p, new Random(2), Seq(Map.empty), 10, maintain = true)
     }
@@ -138,8 +144,7 @@ class HdfsCheckpointSuite extends AnyFunSuite with BeforeAndAfterAll {
 
   test("a snapshot unreadable with the datanode down fails the load, is not set aside as corrupt, and is the base once it returns") {
     val root = newRoot()
-    val sqlConf = new SQLConf
-    sqlConf.setConf(SQLConf.STATE_STORE_MIN_DELTAS_FOR_SNAPSHOT, 1)
+    val sqlConf = snapshotAfter(deltas = 1)
     val states = withProvider(root, sqlConf) { p =>
       val s = commitBatches(p, new Random(7), Seq(Map.empty), 4)
       p.doMaintenance()
@@ -156,8 +161,7 @@ class HdfsCheckpointSuite extends AnyFunSuite with BeforeAndAfterAll {
 
   test("maintenance with the datanode down writes no snapshot; the next run does, and loads from it are exact") {
     val root = newRoot()
-    val sqlConf = new SQLConf
-    sqlConf.setConf(SQLConf.STATE_STORE_MIN_DELTAS_FOR_SNAPSHOT, 1)
+    val sqlConf = snapshotAfter(deltas = 1)
     withProvider(root, sqlConf) { p =>
       val states = commitBatches(p, new Random(8), Seq(Map.empty), 3)
       hdfs.withDataNodeDown {
