@@ -17,16 +17,16 @@ import spillstore.checkpoint.StateFile.Kind
 
 /**
  * One store's checkpoint directory: `<version>.journal` for every committed version >= 1 and
- * `<version>.snapshot` for the versions maintenance has snapshotted. Files are created
- * atomically (temp file, then rename): see [[AtomicOutput.creator]] for how. Files of another
- * provider ([[ForeignFiles]]) are never read, renamed or deleted: listing a directory that
- * holds them is an error naming them.
+ * `<version>.snapshot` for the versions maintenance has snapshotted. Files appear whole or not
+ * at all: see [[AtomicOutput.creator]] for how. Files of another provider ([[ForeignFiles]])
+ * are never read, renamed or deleted: listing a directory that holds them is an error naming
+ * them.
  */
 final class CheckpointDir(
     val path: Path, hadoopConf: Configuration, val codec: SpillStoreSparkBridge.Codec) extends Logging {
   private val fm = CheckpointFileManager.create(path, hadoopConf)
-  private val createAtomic = AtomicOutput.creator(path, hadoopConf, fm)
-  @volatile private var dirCreated = false
+  private val creator = AtomicOutput.creator(path, hadoopConf, fm)
+  @volatile private var dirCreated = !creator.needsDir
 
   def file(kind: Kind, version: Long): Path = new Path(path, s"$version.${kind.suffix}")
 
@@ -37,7 +37,7 @@ final class CheckpointDir(
   def write(kind: Kind, version: Long, format: Int = StateFile.FormatVersion)(
       body: StateFile.Writer => Unit): CheckpointDir.Written = {
     if (!dirCreated) { fm.mkdirs(path); dirCreated = true }
-    val atomic = createAtomic(file(kind, version))
+    val atomic = creator.create(file(kind, version))
     try {
       val writer = new StateFile.Writer(atomic, kind, version, codec, format)
       body(writer)

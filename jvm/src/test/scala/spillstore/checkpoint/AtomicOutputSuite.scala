@@ -20,7 +20,7 @@ class AtomicOutputSuite extends AnyFunSuite {
 
   /** The creator CheckpointDir would use for `dir` with `conf`. */
   private def creatorFor(dir: String, conf: Configuration = new Configuration()): Path => AtomicOutput =
-    AtomicOutput.creator(new Path(dir), conf, CheckpointFileManager.create(new Path(dir), conf))
+    AtomicOutput.creator(new Path(dir), conf, CheckpointFileManager.create(new Path(dir), conf)).create
 
   private def write(create: Path => AtomicOutput, target: Path, data: Array[Byte]): Unit = {
     val out = create(target)
@@ -71,7 +71,7 @@ class AtomicOutputSuite extends AnyFunSuite {
       hadoop.write(bytes(3000, 5))
       hadoop.close()
       assert(names(dir).contains(".5.snapshot.crc"), names(dir))
-      write(AtomicOutput.creator(new Path(dir), conf, fm), target, bytes(2000, 6))
+      write(AtomicOutput.creator(new Path(dir), conf, fm).create, target, bytes(2000, 6))
       // Checked against the old .crc, this read would fail with a ChecksumException.
       val in = fm.open(target)
       try assert(IOUtils.toByteArray(in) sameElements bytes(2000, 6)) finally in.close()
