@@ -14,7 +14,8 @@
 // Tests: jvm/src/test/scala holds the version-free unit suites, run on the default line (4.3);
 // jvm/src/test/spark-<dir> hold Spark's StateStoreSuiteBase run per line (its testDirs);
 // jvm/src/test/two-threads what the lines where one task can call its store from two threads
-// run (3.5; 4.3 with pipelined Python runners).
+// run (3.5; 4.3 with pipelined Python runners); jvm/src/test/remote checkpoints on a real HDFS
+// and S3 server (3.5 and 4.3).
 //
 // Spark is never packaged (Provided). 3.5, 4.0, 4.1 and 4.2 come from the Maven repository at
 // each line's own version. Spark 4.3.0 is not on the Maven repository this project can reach,
@@ -33,7 +34,7 @@ val sparkTestJarsVersion = "4.2.0"
 val lines = Map(
   "3.5" -> SparkLine("3.5", Some("3.5.9"), "2.12.18", "3.3.4",
     Seq("spark-3.5", "spark-pre4.1", "spark-pre4.2", "spark-pre4.3"),
-    testDirs = Seq("spark-3.5", "two-threads", "hdfs")),
+    testDirs = Seq("spark-3.5", "two-threads", "remote")),
   "4.0" -> SparkLine("4.0", Some("4.0.4"), "2.13.16", "3.4.1",
     Seq("spark-4.x", "spark-4.0", "spark-pre4.1", "spark-pre4.2", "spark-pre4.3"),
     testDirs = Seq("spark-4.x", "spark-4.0")),
@@ -44,7 +45,7 @@ val lines = Map(
     Seq("spark-4.x", "spark-4.1+", "spark-4.2+", "spark-4.2", "spark-pre4.3"),
     testDirs = Seq("spark-4.x", "spark-4.1+", "spark-4.2")),
   "4.3" -> SparkLine("4.3", None, "2.13.18", "3.5.0", Seq("spark-4.x", "spark-4.1+", "spark-4.2+", "spark-4.3"),
-    testDirs = Seq("spark-4.x", "spark-4.1+", "spark-4.3", "two-threads", "hdfs")))
+    testDirs = Seq("spark-4.x", "spark-4.1+", "spark-4.3", "two-threads", "remote")))
 
 def pysparkJarsDir(root: File): File = {
   val fromEnv = sys.env.get("SPILLSTORE_SPARK_JARS").map(new File(_))
@@ -67,11 +68,13 @@ val sparkJavaOpens = Seq(
 
 /** What every line's project shares: the core and the line's adapter dirs, one jar. */
 def lineSettings(l: SparkLine): Seq[Setting[_]] = Seq(
-  // The `hdfs` test dir's HDFS: Hadoop's MiniDFSCluster at the Hadoop version of the line's
-  // Spark, shaded as hadoop-client-api is (its client half comes with Spark).
-  libraryDependencies ++= (if (l.testDirs.contains("hdfs")) {
-    Seq(("org.apache.hadoop" % "hadoop-client-minicluster" % l.hadoop % Test).intransitive())
-  } else Nil),
+  // The `remote` test dir's servers' clients, at the Hadoop version of the line's Spark: HDFS
+  // (Hadoop's MiniDFSCluster, shaded as hadoop-client-api is: its client half comes with Spark)
+  // and S3A (hadoop-aws and the AWS SDK it names, as users add them).
+  libraryDependencies ++= (if (l.testDirs.contains("remote")) Seq(
+    ("org.apache.hadoop" % "hadoop-client-minicluster" % l.hadoop % Test).intransitive(),
+    "org.apache.hadoop" % "hadoop-aws" % l.hadoop % Test)
+  else Nil),
   organization := "io.spillstore",
   name := s"spillstore-spark${l.line}",
   moduleName := name.value,
@@ -121,6 +124,8 @@ def lineSettings(l: SparkLine): Seq[Setting[_]] = Seq(
     IO.createDirectory(dir)
     s"-Djava.io.tmpdir=$dir"
   },
+  // The project venv's Python, which runs the tests' S3 server (moto).
+  Test / javaOptions += s"-Dspillstore.test.python=${(ThisBuild / baseDirectory).value / ".venv" / "bin" / "python"}",
   Test / testOptions += Tests.Argument(TestFrameworks.ScalaTest, "-oDF")
 )
 

@@ -121,8 +121,9 @@ object AtomicOutput {
    * whole, replacing any file of that name (one PUT on S3A), abort drops it.
    */
   private final class Direct(fs: FileSystem, target: Path) extends OneShot {
+    // Recursive: a non-recursive create checks that the parent "directory" exists, a request.
     private val stream: FSDataOutputStream =
-      fs.createFile(target).overwrite(true).opt(CreatePerformance, true).build()
+      fs.createFile(target).overwrite(true).recursive().opt(CreatePerformance, true).build()
     protected val out: OutputStream = buffered(stream)
 
     protected def publishWritten(): Unit = { out.flush(); stream.close() }
