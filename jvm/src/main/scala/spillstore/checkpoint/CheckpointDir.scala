@@ -24,7 +24,7 @@ import spillstore.checkpoint.StateFile.Kind
  */
 final class CheckpointDir(
     val path: Path, hadoopConf: Configuration, val codec: SpillStoreSparkBridge.Codec) extends Logging {
-  private val fm = CheckpointFileManager.create(path, hadoopConf)
+  private val fm = CheckpointFileManager.create(path, ClientConf.forCheckpoint(hadoopConf))
   private val creator = AtomicOutput.creator(path, hadoopConf, fm)
   @volatile private var dirCreated = !creator.needsDir
 
