@@ -87,20 +87,19 @@ def _free_port() -> int:
 
 def _stop_group(proc: subprocess.Popen[str], grace_s: float) -> None:
     """SIGTERM process group ``proc.pid`` (a server started with ``start_new_session``), wait
-    up to ``grace_s`` for its leader, then SIGKILL whatever of the group is left."""
-    for sig, wait_s in ((signal.SIGTERM, grace_s), (signal.SIGKILL, 10.0)):
+    up to ``grace_s`` for its leader, then SIGKILL whatever of the group is left (children
+    that outlived the leader too)."""
+    for sig in (signal.SIGTERM, signal.SIGKILL):
         try:
             os.killpg(proc.pid, sig)
         except ProcessLookupError:
             pass
-        try:
-            proc.wait(timeout=wait_s)
-        except subprocess.TimeoutExpired:
-            continue
-    try:  # children that outlived the leader
-        os.killpg(proc.pid, signal.SIGKILL)
-    except ProcessLookupError:
-        pass
+        if sig == signal.SIGTERM:
+            try:
+                proc.wait(timeout=grace_s)
+            except subprocess.TimeoutExpired:
+                pass
+    proc.wait()
 
 
 # --------------------------------------------------------------------------------------------
