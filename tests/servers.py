@@ -20,7 +20,6 @@ import re
 import shutil
 import signal
 import socket
-import socketserver
 import struct
 import subprocess
 import sys
@@ -85,20 +84,23 @@ def _free_port() -> int:
         return int(s.getsockname()[1])
 
 
+def _signal_group(pgid: int, sig: signal.Signals) -> None:
+    try:
+        os.killpg(pgid, sig)
+    except ProcessLookupError:
+        pass  # the group is empty
+
+
 def _stop_group(proc: subprocess.Popen[str], grace_s: float) -> None:
     """SIGTERM process group ``proc.pid`` (a server started with ``start_new_session``), wait
     up to ``grace_s`` for its leader, then SIGKILL whatever of the group is left (children
     that outlived the leader too)."""
-    for sig in (signal.SIGTERM, signal.SIGKILL):
-        try:
-            os.killpg(proc.pid, sig)
-        except ProcessLookupError:
-            pass
-        if sig == signal.SIGTERM:
-            try:
-                proc.wait(timeout=grace_s)
-            except subprocess.TimeoutExpired:
-                pass
+    _signal_group(proc.pid, signal.SIGTERM)
+    try:
+        proc.wait(timeout=grace_s)
+    except subprocess.TimeoutExpired:
+        pass
+    _signal_group(proc.pid, signal.SIGKILL)
     proc.wait()
 
 
