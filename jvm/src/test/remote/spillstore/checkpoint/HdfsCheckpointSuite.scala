@@ -19,7 +19,7 @@ import spillstore.migrate.LineProviders
 /**
  * spillstore's provider on a real HDFS ([[MiniHdfs]]): checkpoint files written, renamed,
  * listed and read through HDFS's client, and commits, maintenance and loads while its datanode
- * or namenode is down. Every line with the `hdfs` test dir runs it, against the Hadoop its Spark
+ * or namenode is down. Every line with the `remote` test dir runs it, against the Hadoop its Spark
  * ships.
  *
  * | state  | owner                                                                   |
