@@ -27,7 +27,7 @@ E2E_SMALL := tests/test_package.py tests/test_cli.py tests/test_e2e_spillstore.p
   tests/test_e2e_restart.py tests/test_e2e_spill.py tests/test_e2e_metrics.py tests/test_migrate.py \
   tests/test_change_feed.py
 
-.PHONY: all venv venvs jar jars demo test test-fast test-jvm test-python test-heavy test-cluster \
+.PHONY: all venv venvs jar jars demo test test-fast test-jvm test-python test-heavy test-cluster test-remote \
   test-lines test-conformance $(foreach l,$(OTHER_LINES),test-line-$(l) test-conformance-$(l)) \
   test-install dist bench bench-api clean
 
@@ -87,7 +87,7 @@ test-jvm: $(VENV)/.installed
 	bin/sbt spillstore/test; status=$$?; rm -rf jvm/target/test-tmp; exit $$status
 
 test-python: $(PKG_JAR)
-	$(PY) -m pytest -q -m "not heavy and not install and not cluster" tests
+	$(PY) -m pytest -q -m "not heavy and not install and not cluster and not remote" tests
 
 test-heavy: $(PKG_JAR)
 	$(PY) -m pytest -q -s -m heavy tests
@@ -95,6 +95,12 @@ test-heavy: $(PKG_JAR)
 # The end-to-end tests on local-cluster (executor JVMs apart from the driver); minutes.
 test-cluster: $(PKG_JAR)
 	$(PY) -m pytest -q -s -m cluster --basetemp=target/pytest-cluster tests
+
+# The checkpoint on HDFS (a MiniDFSCluster) and S3 (a moto server) the tests start, on 4.3 and
+# (a subset: tests/test_e2e_remote.py) 3.5; minutes.
+test-remote: $(PKG_JAR) .venv-3.5/.installed
+	$(PY) -m pytest -q -s -m remote --basetemp=target/pytest-remote tests
+	.venv-3.5/bin/python -m pytest -q -s -m remote --basetemp=target/pytest-remote-3.5 tests
 
 # Spark's StateStoreSuiteBase from each line's own test jar against that line's build
 # (4.3's runs in test-jvm, with the 4.2 test jar).
@@ -109,7 +115,7 @@ test-conformance: $(foreach l,$(OTHER_LINES),test-conformance-$(l))
 # Each run has its own --basetemp: pytest deletes other runs' dirs under the shared
 # /tmp/pytest-of-<user> (retention 0), which breaks runs going on at the same time.
 test-line-3.5: $(PKG_JAR) .venv-3.5/.installed
-	.venv-3.5/bin/python -m pytest -q -m "not heavy and not browser and not install and not cluster" --basetemp=target/pytest-3.5 tests
+	.venv-3.5/bin/python -m pytest -q -m "not heavy and not browser and not install and not cluster and not remote" --basetemp=target/pytest-3.5 tests
 
 $(foreach l,4.0 4.1 4.2,test-line-$(l)): test-line-%: $(PKG_JAR) .venv-%/.installed
 	.venv-$*/bin/python -m pytest -q -m "not heavy and not browser and not install" --basetemp=target/pytest-$* $(E2E_SMALL)
@@ -121,9 +127,9 @@ test-lines: $(foreach l,$(OTHER_LINES),test-conformance-$(l) test-line-$(l))
 test-install: dist
 	$(PY) -m pytest -q -m install --basetemp=target/pytest-install tests/test_install.py
 
-# All tests: JVM, Python and end to end on 4.3, then the heavy and cluster suites, then every
-# other line, then the release artifacts installed.
-test: test-jvm test-python test-heavy test-cluster test-lines test-install
+# All tests: JVM, Python and end to end on 4.3, then the heavy, cluster and remote-storage
+# suites, then every other line, then the release artifacts installed.
+test: test-jvm test-python test-heavy test-cluster test-remote test-lines test-install
 
 # Everything but the heavy suites and the other lines, for quick iterations (4.3 only).
 test-fast: test-jvm test-python
