@@ -29,7 +29,7 @@ E2E_SMALL := tests/test_package.py tests/test_cli.py tests/test_e2e_spillstore.p
 
 .PHONY: all venv venvs jar jars demo test test-fast test-jvm test-python test-heavy test-cluster test-remote \
   test-lines test-conformance $(foreach l,$(OTHER_LINES),test-line-$(l) test-conformance-$(l)) \
-  test-install dist bench bench-api clean
+  test-install dist bench bench-api clean servers
 
 all: jar
 
@@ -81,6 +81,17 @@ dist: $(PKG_JAR)
 	rm -rf python/build
 	cd dist && sha256sum spillstore-$(VERSION)* > SHA256SUMS
 
+# What tests/servers.py starts its HDFS and S3 servers with, on the lines that have them (4.3
+# and 3.5): target/hdfs-classpath-<line>.txt (MiniHdfsMain's JVM) and target/s3a-jars-<line>.txt
+# (hadoop-aws and its AWS SDK bundle: about 690 MB for 4.3 and 280 MB for 3.5 the first time).
+SERVER_LINES := 3.5 4.3
+SERVERS := target/.servers
+$(SERVERS): $(VENV)/.installed $(SCALA_SRC) $(shell find jvm/src/test/hdfs -name '*.scala')
+	bin/sbt $(foreach l,$(SERVER_LINES),$(call sbt_of,$(l))/serverClasspaths)
+	touch $@
+
+servers: $(SERVERS)
+
 # JVM tests keep their temp files in jvm/target/test-tmp (build.sbt), removed after the run.
 test-jvm: $(VENV)/.installed
 	rm -rf jvm/target/test-tmp
@@ -96,9 +107,9 @@ test-heavy: $(PKG_JAR)
 test-cluster: $(PKG_JAR)
 	$(PY) -m pytest -q -s -m cluster --basetemp=target/pytest-cluster tests
 
-# The checkpoint on HDFS (a MiniDFSCluster) and S3 (a moto server) the tests start, on 4.3 and
-# (a subset: tests/test_e2e_remote.py) 3.5; minutes.
-test-remote: $(PKG_JAR) .venv-3.5/.installed
+# The tests that start HDFS (a MiniDFSCluster) and S3 (a moto server) servers: the servers
+# themselves and the checkpoint on them, on 4.3 and (a subset of tests/test_e2e_remote.py) 3.5.
+test-remote: $(PKG_JAR) $(SERVERS) .venv-3.5/.installed
 	$(PY) -m pytest -q -s -m remote --basetemp=target/pytest-remote tests
 	.venv-3.5/bin/python -m pytest -q -s -m remote --basetemp=target/pytest-remote-3.5 tests
 
