@@ -7,7 +7,7 @@ provider on a local checkpoint (``full_run``):
 - the operator set (windowed aggregation, dropDuplicates feeding an aggregation,
   applyInPandasWithState, session window, stream-stream outer join);
 - a query stopped and continued in a fresh JVM;
-- a query whose JVM is killed -9 during a batch, continued in a fresh JVM;
+- a query whose JVM (and Python driver) is killed -9 during a batch, continued in a fresh JVM;
 - a query on the default provider migrated onto spillstore by ``python -m spillstore migrate``
   (its own process and JVM), continued on spillstore;
 - spillstore's state read back through the state data source (Spark 4.0+);
@@ -28,6 +28,7 @@ import contextlib
 import json
 import os
 import random
+import re
 import signal
 import subprocess
 import sys
@@ -42,6 +43,7 @@ from typing import Any
 
 import harness
 import pytest
+import servers
 from harness import DEFAULT, NUM_BATCHES, QUERIES, SPILLSTORE, Run
 
 pytestmark = pytest.mark.remote
@@ -63,6 +65,7 @@ STATE_QUERY, STATE_OPERATORS = "dedup_then_count", [0, 1]
 REQUEST_QUERY = "agg_update_by_key"
 REQUEST_PROVIDERS = {"spillstore": SPILLSTORE, "default": DEFAULT, "rocksdb": ROCKSDB}
 FAIL_QUERY, FAIL_BATCH = "session_window", 2
+BUCKET = "checkpoints"
 
 
 # --------------------------------------------------------------------------------------------
@@ -71,13 +74,14 @@ FAIL_QUERY, FAIL_BATCH = "session_window", 2
 
 @dataclass
 class Storage:
-    """Where checkpoints go: ``root`` (a URI), the session conf that reaches it, and for a
-    server the requests it served (S3) and a context manager during which it fails them."""
+    """Where checkpoints go: ``root`` (a URI), the session conf that reaches it, the requests
+    the server answered (S3), and a context manager during which the server fails requests
+    (S3: connections reset; HDFS: the datanode down)."""
 
     kind: str
     root: str
     conf: dict[str, str]
-    requests: Callable[[], list[tuple[str, str, str, int]]] | None = None
+    requests: Callable[[], list[servers.Request]] | None = None
     outage: Callable[[], contextlib.AbstractContextManager[Any]] | None = None
 
     def uri(self, name: str) -> str:
@@ -90,15 +94,15 @@ def _storage(kind: str, tmp: Path) -> Iterator[Storage]:
         (tmp / "root").mkdir()
         yield Storage(kind, (tmp / "root").as_uri(), {})
         return
-    servers = pytest.importorskip("servers", reason="tests/servers.py (the server fixtures)")
     if kind == "hdfs":
         with servers.hdfs_server(tmp) as server:
-            yield Storage(kind, f"{server.uri}/checkpoints", {})
+            yield Storage(kind, f"{server.uri}/checkpoints", server.spark_conf(),
+                          outage=server.datanode_down)
     else:
         with servers.s3_server(tmp) as server:
-            server.create_bucket("checkpoints")
-            yield Storage(kind, "s3a://checkpoints", dict(server.spark_conf("checkpoints")),
-                          server.requests, server.refusing)
+            server.create_bucket(BUCKET)
+            yield Storage(kind, f"s3a://{BUCKET}", server.spark_conf(BUCKET), server.requests,
+                          server.refusing)
 
 
 # --------------------------------------------------------------------------------------------
@@ -115,7 +119,7 @@ class RemoteRuns:
     reports: dict[str, dict[str, Any]] = field(default_factory=dict)
     migrate_cli: subprocess.CompletedProcess[str] | None = None
     killed_after: list[int] = field(default_factory=list)
-    requests: list[tuple[str, str, str, int]] = field(default_factory=list)
+    requests: list[servers.Request] = field(default_factory=list)
 
     def step(self, job: str, name: str, failed: bool = False) -> dict[str, Any]:
         """Step ``name`` of job ``job``; fails the test unless it ran and (``failed``: did
@@ -157,24 +161,25 @@ def _job(runs: RemoteRuns, job: str, steps: list[dict[str, Any]],
     report_file = workdir / "report.json"
     (workdir / "spec.json").write_text(json.dumps(
         {"conf": runs.storage.conf, "report": str(report_file), "steps": steps}))
-    watcher = None
+    watcher, ended = None, threading.Event()
     if on_pause is not None:
         assert pause_dir is not None
 
         def watch() -> None:
-            deadline = time.monotonic() + 300
-            while not (pause_dir / "paused").exists() and time.monotonic() < deadline:
-                time.sleep(0.05)
-            if (pause_dir / "paused").exists():
-                on_pause(int((pause_dir / "paused").read_text()))
+            while not (pause_dir / "paused").exists():
+                if ended.wait(0.05):
+                    return
+            on_pause(int((pause_dir / "paused").read_text()))
 
         watcher = threading.Thread(target=watch, daemon=True)
         watcher.start()
     started = time.monotonic()
-    done = harness.run_job([str(JOB), str(workdir / "spec.json")], workdir, timeout_s=600)
-    if watcher is not None:
-        (pause_dir / "go").touch()  # type: ignore[operator]
-        watcher.join(60)
+    try:
+        done = harness.run_job([str(JOB), str(workdir / "spec.json")], workdir, timeout_s=600)
+    finally:
+        ended.set()
+        if watcher is not None:
+            watcher.join(60)
     report = json.loads(report_file.read_text()) if report_file.exists() else {"steps": {}}
     report["job_error"] = (f"exit {done.returncode}, {harness.java_error(done.stderr)}:\n"
                            f"{done.stderr[-4000:]}")
@@ -227,9 +232,9 @@ def _migrate_cli(runs: RemoteRuns, checkpoint: str) -> subprocess.CompletedProce
 
 def _run_all(runs: RemoteRuns) -> None:
     """Every job of one storage kind, in order: A runs the operator set, the first phase of the
-    restart and the migration, and the request counts; the migrate command; K is killed -9 in a
-    batch; B continues the restart, the migrated query and the killed one, and fails a batch
-    with the server refusing requests, then resumes it."""
+    restart and the migration, the request counts, and is killed -9 in a batch of its last
+    query; the migrate command; B continues the restart, the killed query and the migrated one,
+    and fails a batch with the server refusing requests, then resumes it."""
     s = runs.storage
     a_steps = []
     for query in OPERATOR_SET:
@@ -246,18 +251,18 @@ def _run_all(runs: RemoteRuns) -> None:
             for tag, provider in REQUEST_PROVIDERS.items():
                 _write_input(runs, f"requests-{tag}", REQUEST_QUERY, range(NUM_BATCHES))
                 a_steps.append(_run_step(runs, f"requests-{tag}", REQUEST_QUERY, provider))
-    _job(runs, "A", a_steps)
+    # last: the job is killed -9 in it (the report keeps the steps before)
+    _write_input(runs, "kill", KILL_QUERY, range(NUM_BATCHES))
+    kill_dir = runs.workdir / "kill"
+    a_steps.append(_run_step(runs, "kill", KILL_QUERY, SPILLSTORE, pause_batch=KILL_BATCH))
+    _job(runs, "A", a_steps,
+         on_pause=lambda pid: _kill_when_paused(pid, kill_dir, seed=len(s.kind)),
+         pause_dir=kill_dir)
+    runs.killed_after = sorted(int(p.stem) for p in (kill_dir / "output").glob("*.json"))
     if s.requests is not None:
         runs.requests = list(s.requests())
     if FULL_SET:
         runs.migrate_cli = _migrate_cli(runs, s.uri("migrate"))
-
-    _write_input(runs, "kill", KILL_QUERY, range(NUM_BATCHES))
-    kill_dir = runs.workdir / "kill"
-    _job(runs, "K", [_run_step(runs, "kill", KILL_QUERY, SPILLSTORE, pause_batch=KILL_BATCH)],
-         on_pause=lambda pid: _kill_when_paused(pid, kill_dir, seed=len(s.kind)),
-         pause_dir=kill_dir)
-    runs.killed_after = sorted(int(p.stem) for p in (kill_dir / "output").glob("*.json"))
 
     _write_input(runs, "restart", RESTART_QUERY, AFTER_STOP)
     b_steps = [_run_step(runs, "restart", RESTART_QUERY, SPILLSTORE),
@@ -328,7 +333,7 @@ def test_restart_in_fresh_jvm(remote: RemoteRuns, full_run: FullRun) -> None:
 
 
 def test_kill_9_mid_batch_then_resume(remote: RemoteRuns, full_run: FullRun) -> None:
-    assert "kill" not in remote.reports["K"]["steps"], "the killed job finished its query"
+    assert "kill" not in remote.reports["A"]["steps"], "the killed job finished its query"
     assert remote.killed_after and remote.killed_after[-1] < NUM_BATCHES - 1, (
         f"killed after batches {remote.killed_after}")
     resumed = remote.step("B", "kill")
@@ -373,30 +378,40 @@ def test_state_data_source_reads_spillstore_state(remote: RemoteRuns, spark: Any
     assert got == expected
 
 
-def request_counts(requests: list[tuple[str, str, str, int]], checkpoint_key: str,
-                   batches: int) -> tuple[dict[str, float], dict[str, int]]:
-    """The requests that touched ``<checkpoint_key>/state/`` (an object key without the
-    bucket, or a listing's prefix there): per method, the count per store (operator and
-    partition) and committed batch; and per method the count on spillstore's journals."""
+_JOURNAL = re.compile(r"\d+\.journal")
+
+
+@dataclass
+class StateRequests:
+    """The S3 requests that touched one checkpoint's ``state/`` (object keys, or a listing's
+    prefix, under it): per method, the count per store (operator and partition) and committed
+    batch; and spillstore's journals: every journal-named key sent per method."""
+
+    per_store_batch: dict[str, float]
+    journal_keys: dict[str, list[str]]
+
+
+def state_requests(requests: list[servers.Request], bucket: str, checkpoint_key: str,
+                   batches: int) -> StateRequests:
     per_method: Counter[str] = Counter()
-    journals: Counter[str] = Counter()
+    journal_keys: dict[str, list[str]] = {}
     stores = set()
-    prefix = f"{checkpoint_key}/state/"
+    prefix = f"{bucket}/{checkpoint_key}/state/"
     for method, path, query, _status in requests:
-        key = path.lstrip("/").split("/", 1)[1] if "/" in path.lstrip("/") else ""
+        key = path.lstrip("/")
         listed = urllib.parse.parse_qs(query).get("prefix")
         if listed:
-            key = listed[0]
+            key = f"{key.rstrip('/')}/{listed[0]}"
         if not key.startswith(prefix):
             continue
         parts = key[len(prefix):].split("/")
         if len(parts) >= 2 and parts[0].isdigit() and parts[1].isdigit():
             stores.add((parts[0], parts[1]))
         per_method[method] += 1
-        if ".journal" in parts[-1]:
-            journals[method] += 1
+        if "journal" in parts[-1]:
+            journal_keys.setdefault(method, []).append(key)
     per_store_batch = {m: n / max(1, len(stores) * batches) for m, n in per_method.items()}
-    return per_store_batch, dict(journals)
+    return StateRequests(per_store_batch, journal_keys)
 
 
 @needs_full_set
@@ -406,17 +421,26 @@ def test_s3_requests_per_store_and_batch(remote: RemoteRuns) -> None:
     table = {}
     for tag in REQUEST_PROVIDERS:
         step = remote.step("A", f"requests-{tag}")
-        table[tag] = request_counts(remote.requests, f"requests-{tag}", len(step["committed"]))
-    methods = sorted({m for counts, _ in table.values() for m in counts})
-    print(f"\nS3 requests under state/ per store and committed batch ({REQUEST_QUERY}):")
+        table[tag] = state_requests(remote.requests, BUCKET, f"requests-{tag}",
+                                    len(step["committed"]))
+    methods = sorted({m for r in table.values() for m in r.per_store_batch})
+    print(f"\nS3 requests under state/ per store and committed batch ({REQUEST_QUERY}, "
+          f"{harness.NUM_BATCHES} files):")
     print(f"{'provider':<12}" + "".join(f"{m:>10}" for m in methods))
-    for tag, (counts, _) in table.items():
-        print(f"{tag:<12}" + "".join(f"{counts.get(m, 0):>10.2f}" for m in methods))
-    assert all(counts for counts, _ in table.values()), f"a provider sent no request: {table}"
-    journals = table["spillstore"][1]
-    assert journals.get("PUT", 0) > 0, f"no journal was PUT: {journals}"
-    assert journals.get("COPY", 0) == 0 and journals.get("DELETE", 0) == 0, (
-        f"spillstore's journal commits copied (renamed) or deleted objects: {journals}")
+    for tag, r in table.items():
+        print(f"{tag:<12}" + "".join(f"{r.per_store_batch.get(m, 0):>10.2f}" for m in methods))
+    assert all(r.per_store_batch for r in table.values()), f"a provider sent no request: {table}"
+    # The server records a copy as a PUT: a journal written through a temp object and a
+    # rename shows as a PUT of another name (and a DELETE of it).
+    journals = table["spillstore"].journal_keys
+    puts = journals.get("PUT", [])
+    assert puts, f"no journal was PUT: {journals}"
+    renamed = [k for k in puts if not _JOURNAL.fullmatch(k.rsplit("/", 1)[1])]
+    counts = {m: len(keys) for m, keys in journals.items()}
+    assert not renamed and len(puts) == len(set(puts)) and not journals.get("DELETE"), (
+        f"spillstore's journal commits went through temp objects, copies or deletes: requests "
+        f"on journal names {counts}, PUTs of other names than <version>.journal {len(renamed)}, "
+        f"e.g. {renamed[:2]}")
 
 
 @needs_full_set
