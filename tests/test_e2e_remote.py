@@ -1,8 +1,7 @@
 """spillstore with the checkpoint on remote storage: HDFS (a MiniDFSCluster) and S3 (a moto
-server through S3A), plus ``file:`` URIs (Hadoop's local file system through the same code
-path, no server). Per storage kind, every query keeps its checkpoint at a URI on that storage
-(inputs and outputs stay local) and must end with exactly the output of Spark's default
-provider on a local checkpoint (``full_run``):
+server through S3A), both started by ``tests/servers.py``. Per storage kind, every query keeps
+its checkpoint at a URI on that storage (inputs and outputs stay local) and must end with
+exactly the output of Spark's default provider on a local checkpoint (``full_run``):
 
 - the operator set (windowed aggregation, dropDuplicates feeding an aggregation,
   applyInPandasWithState, session window, stream-stream outer join);
@@ -11,8 +10,9 @@ provider on a local checkpoint (``full_run``):
 - a query on the default provider migrated onto spillstore by ``python -m spillstore migrate``
   (its own process and JVM), continued on spillstore;
 - spillstore's state read back through the state data source (Spark 4.0+);
-- S3: the requests each provider (spillstore, default, RocksDB) sends per store and batch,
-  and a batch failing while the server refuses requests, resumed once it serves again.
+- a batch failing while the storage fails requests (S3: connections reset; HDFS: the datanode
+  down), resumed once it serves again;
+- S3: the requests each provider (spillstore, default, RocksDB) sends per store and batch.
 
 Each storage kind runs its queries in a few jobs (``jobs/remote_job.py``, a JVM each, with the
 storage's configuration), once for the module (``remote``); the tests check their reports. On
@@ -52,7 +52,7 @@ FullRun = Callable[[str, str], Run]
 ROCKSDB = "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider"
 JOB = harness.JOBS / "remote_job.py"
 FULL_SET = harness.SPARK_LINE >= (4, 0)  # 3.5 runs the operator set, restart and kill -9 only
-KINDS = ["file", "hdfs", "s3"]
+KINDS = ["hdfs", "s3"]
 
 OPERATOR_SET = ["agg_update_window", "dedup_then_count", "apply_in_pandas_with_state",
                 "session_window", "join_left_outer"]
@@ -90,10 +90,6 @@ class Storage:
 
 @contextlib.contextmanager
 def _storage(kind: str, tmp: Path) -> Iterator[Storage]:
-    if kind == "file":
-        (tmp / "root").mkdir()
-        yield Storage(kind, (tmp / "root").as_uri(), {})
-        return
     if kind == "hdfs":
         with servers.hdfs_server(tmp) as server:
             yield Storage(kind, f"{server.uri}/checkpoints", server.spark_conf(),
