@@ -31,7 +31,6 @@ import random
 import re
 import signal
 import subprocess
-import sys
 import threading
 import time
 import urllib.parse
@@ -343,7 +342,8 @@ def test_kill_9_mid_batch_then_resume(remote: RemoteRuns, full_run: FullRun) -> 
 # --------------------------------------------------------------------------------------------
 # Spark 4.0+: migrate, the state data source, the requests, a refused commit
 
-needs_full_set = pytest.mark.skipif(not FULL_SET, reason="Spark 3.5 runs a subset (docs/testing.md)")
+needs_full_set = pytest.mark.skipif(not FULL_SET,
+                                    reason="Spark 3.5 runs a subset (docs/testing.md)")
 
 
 @needs_full_set

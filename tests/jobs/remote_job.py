@@ -60,7 +60,8 @@ def _run(spark: Any, step: dict[str, Any]) -> dict[str, Any]:
                             step["checkpoint"], Path(step["output"]), step["provider"],
                             before_batch=_pausing(pause) if pause else None)
     return {"batches": [p["batchId"] for p in run.progress],
-            "ran_on": sorted({op.provider or "?" for op in spillstore.operator_metrics(run.progress)}),
+            "ran_on": sorted({op.provider or "?"
+                              for op in spillstore.operator_metrics(run.progress)}),
             "recorded": sorted(harness.checkpoint_provider(step["checkpoint"])),
             "committed": harness.committed_batches(step["checkpoint"])}
 
