@@ -27,7 +27,7 @@ E2E_SMALL := tests/test_package.py tests/test_cli.py tests/test_e2e_spillstore.p
   tests/test_e2e_restart.py tests/test_e2e_spill.py tests/test_e2e_metrics.py tests/test_migrate.py \
   tests/test_change_feed.py
 
-.PHONY: all venv venvs jar jars demo test test-fast test-jvm test-python test-heavy test-cluster \
+.PHONY: all venv venvs jar jars demo test test-fast test-jvm test-python test-heavy test-cluster test-remote \
   test-lines test-conformance $(foreach l,$(OTHER_LINES),test-line-$(l) test-conformance-$(l)) \
   test-install dist bench bench-api clean servers
 
@@ -97,8 +97,8 @@ test-jvm: $(VENV)/.installed
 	rm -rf jvm/target/test-tmp
 	bin/sbt spillstore/test; status=$$?; rm -rf jvm/target/test-tmp; exit $$status
 
-test-python: $(PKG_JAR) $(SERVERS)
-	$(PY) -m pytest -q -m "not heavy and not install and not cluster" tests
+test-python: $(PKG_JAR)
+	$(PY) -m pytest -q -m "not heavy and not install and not cluster and not remote" tests
 
 test-heavy: $(PKG_JAR)
 	$(PY) -m pytest -q -s -m heavy tests
@@ -106,6 +106,12 @@ test-heavy: $(PKG_JAR)
 # The end-to-end tests on local-cluster (executor JVMs apart from the driver); minutes.
 test-cluster: $(PKG_JAR)
 	$(PY) -m pytest -q -s -m cluster --basetemp=target/pytest-cluster tests
+
+# The tests that start HDFS (a MiniDFSCluster) and S3 (a moto server) servers: the servers
+# themselves and the checkpoint on them, on 4.3 and (a subset of tests/test_e2e_remote.py) 3.5.
+test-remote: $(PKG_JAR) $(SERVERS) .venv-3.5/.installed
+	$(PY) -m pytest -q -s -m remote --basetemp=target/pytest-remote tests
+	.venv-3.5/bin/python -m pytest -q -s -m remote --basetemp=target/pytest-remote-3.5 tests
 
 # Spark's StateStoreSuiteBase from each line's own test jar against that line's build
 # (4.3's runs in test-jvm, with the 4.2 test jar).
@@ -119,8 +125,8 @@ test-conformance: $(foreach l,$(OTHER_LINES),test-conformance-$(l))
 # on 4.0, 4.1 and 4.2.
 # Each run has its own --basetemp: pytest deletes other runs' dirs under the shared
 # /tmp/pytest-of-<user> (retention 0), which breaks runs going on at the same time.
-test-line-3.5: $(PKG_JAR) $(SERVERS) .venv-3.5/.installed
-	.venv-3.5/bin/python -m pytest -q -m "not heavy and not browser and not install and not cluster" --basetemp=target/pytest-3.5 tests
+test-line-3.5: $(PKG_JAR) .venv-3.5/.installed
+	.venv-3.5/bin/python -m pytest -q -m "not heavy and not browser and not install and not cluster and not remote" --basetemp=target/pytest-3.5 tests
 
 $(foreach l,4.0 4.1 4.2,test-line-$(l)): test-line-%: $(PKG_JAR) .venv-%/.installed
 	.venv-$*/bin/python -m pytest -q -m "not heavy and not browser and not install" --basetemp=target/pytest-$* $(E2E_SMALL)
@@ -132,9 +138,9 @@ test-lines: $(foreach l,$(OTHER_LINES),test-conformance-$(l) test-line-$(l))
 test-install: dist
 	$(PY) -m pytest -q -m install --basetemp=target/pytest-install tests/test_install.py
 
-# All tests: JVM, Python and end to end on 4.3, then the heavy and cluster suites, then every
-# other line, then the release artifacts installed.
-test: test-jvm test-python test-heavy test-cluster test-lines test-install
+# All tests: JVM, Python and end to end on 4.3, then the heavy, cluster and remote-storage
+# suites, then every other line, then the release artifacts installed.
+test: test-jvm test-python test-heavy test-cluster test-remote test-lines test-install
 
 # Everything but the heavy suites and the other lines, for quick iterations (4.3 only).
 test-fast: test-jvm test-python

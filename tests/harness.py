@@ -359,6 +359,10 @@ def streams(spark: Any, input_dirs: Mapping[str, Path]) -> dict[str, Any]:
 # Running a query to completion and reading what it did
 
 Outputs = dict[int, list[str]]  # batch id -> the batch's rows, canonical JSON, sorted
+# A query's checkpoint: a local directory, or a URI (hdfs://, s3a://, file:) that
+# checkpoint_provider and committed_batches read through Hadoop's FileSystem in this process'
+# active SparkSession. The output and the input stay local.
+Checkpoint = Path | str
 
 
 def _plain(value: Any) -> Any:
@@ -380,10 +384,15 @@ def canonical(row: Any) -> str:
 _CRASH = "injected crash after the state commit of batch"
 
 
-def batch_writer(output_dir: Path, crash_at: int | None = None) -> Callable[[Any, int], None]:
+def batch_writer(output_dir: Path, crash_at: int | None = None,
+                 before_batch: Callable[[int], None] | None = None
+                 ) -> Callable[[Any, int], None]:
     """A ``foreachBatch`` function writing each batch's rows (sorted, canonical JSON) to
-    ``<output_dir>/<batch id>.json``; with ``crash_at``, it fails that batch instead."""
+    ``<output_dir>/<batch id>.json``; with ``crash_at``, it fails that batch instead.
+    ``before_batch(batch_id)`` is called before the batch's stateful tasks run."""
     def write(batch_df: Any, batch_id: int) -> None:
+        if before_batch is not None:
+            before_batch(batch_id)
         # collect() runs the stateful tasks: when it returns, the batch's state is committed.
         rows = sorted(canonical(r) for r in batch_df.collect())
         if batch_id == crash_at:
@@ -400,7 +409,7 @@ def batch_writer(output_dir: Path, crash_at: int | None = None) -> Callable[[Any
 
 @dataclass
 class Run:
-    checkpoint: Path
+    checkpoint: Checkpoint
     output_dir: Path
     progress: list[dict[str, Any]]
 
@@ -421,11 +430,12 @@ def run_query(
     spark: Any,
     query: str,
     input_dirs: Mapping[str, Path],
-    checkpoint: Path,
+    checkpoint: Checkpoint,
     output_dir: Path,
     provider: str,
     crash_at: int | None = None,
     options: Mapping[str, str] | None = None,
+    before_batch: Callable[[int], None] | None = None,
 ) -> Run:
     """Run ``query`` with ``trigger(availableNow=True)`` until it has read every input file,
     its state kept by ``provider`` (for a new checkpoint; an existing one keeps its own).
@@ -433,7 +443,8 @@ def run_query(
     set for this run only.
 
     With ``crash_at``, the query fails in batch ``crash_at`` after its state was committed
-    and before the batch was; the Run returned is the failed run's."""
+    and before the batch was; the Run returned is the failed run's. ``before_batch``: see
+    ``batch_writer``."""
     spec = QUERIES[query]
     output_dir.mkdir(parents=True, exist_ok=True)
     previous = spark.conf.get(PROVIDER_CONF, None)
@@ -445,7 +456,7 @@ def run_query(
         df = spec.build(streams(spark, {s: input_dirs[s] for s in spec.sources}))
         handle = (
             df.writeStream.outputMode(spec.output_mode)
-            .foreachBatch(batch_writer(output_dir, crash_at))
+            .foreachBatch(batch_writer(output_dir, crash_at, before_batch))
             .option("checkpointLocation", str(checkpoint))
             .trigger(availableNow=True)
             .start()
@@ -671,18 +682,51 @@ def describe_difference(actual: Outputs, expected: Outputs, actual_name: str,
     return "\n".join(lines)
 
 
-def checkpoint_provider(checkpoint: Path) -> set[str]:
+def _hadoop_path(uri: str) -> tuple[Any, Any]:
+    """Hadoop's FileSystem for ``uri`` and its Path, from the active SparkContext's JVM."""
+    from pyspark import SparkContext
+
+    sc = SparkContext._active_spark_context
+    assert sc is not None, f"reading {uri} needs a running SparkSession"
+    path = sc._jvm.org.apache.hadoop.fs.Path(uri)
+    return path.getFileSystem(sc._jsc.hadoopConfiguration()), path
+
+
+def _names(checkpoint: Checkpoint, subdir: str) -> list[str]:
+    """The names in ``<checkpoint>/<subdir>``."""
+    if isinstance(checkpoint, Path):
+        return [p.name for p in (checkpoint / subdir).iterdir()]
+    fs, path = _hadoop_path(f"{checkpoint.rstrip('/')}/{subdir}")
+    return [status.getPath().getName() for status in fs.listStatus(path)]
+
+
+def _read_text(checkpoint: Checkpoint, file: str) -> str:
+    """The text of ``<checkpoint>/<file>``."""
+    if isinstance(checkpoint, Path):
+        return (checkpoint / file).read_text()
+    from pyspark import SparkContext
+
+    fs, path = _hadoop_path(f"{checkpoint.rstrip('/')}/{file}")
+    stream = fs.open(path)
+    try:
+        jvm = SparkContext._active_spark_context._jvm  # type: ignore[union-attr]
+        return bytes(jvm.org.apache.commons.io.IOUtils.toByteArray(stream)).decode()
+    finally:
+        stream.close()
+
+
+def checkpoint_provider(checkpoint: Checkpoint) -> set[str]:
     """The provider classes recorded in the checkpoint's offset log (one per batch)."""
     classes = set()
-    for path in (checkpoint / "offsets").iterdir():
-        if path.name.isdigit():
-            metadata = json.loads(path.read_text().splitlines()[1])
+    for name in _names(checkpoint, "offsets"):
+        if name.isdigit():
+            metadata = json.loads(_read_text(checkpoint, f"offsets/{name}").splitlines()[1])
             classes.add(metadata["conf"][PROVIDER_CONF])
     return classes
 
 
-def committed_batches(checkpoint: Path) -> list[int]:
-    return sorted(int(p.name) for p in (checkpoint / "commits").iterdir() if p.name.isdigit())
+def committed_batches(checkpoint: Checkpoint) -> list[int]:
+    return sorted(int(name) for name in _names(checkpoint, "commits") if name.isdigit())
 
 
 _STATE_FILE = re.compile(r"(\d+)\.(\w+)")
