@@ -29,7 +29,7 @@ E2E_SMALL := tests/test_package.py tests/test_cli.py tests/test_e2e_spillstore.p
 
 .PHONY: all venv venvs jar jars demo test test-fast test-jvm test-python test-heavy test-cluster \
   test-lines test-conformance $(foreach l,$(OTHER_LINES),test-line-$(l) test-conformance-$(l)) \
-  test-install dist bench bench-api clean
+  test-install dist bench bench-api clean servers
 
 all: jar
 
@@ -81,12 +81,23 @@ dist: $(PKG_JAR)
 	rm -rf python/build
 	cd dist && sha256sum spillstore-$(VERSION)* > SHA256SUMS
 
+# What tests/servers.py starts its HDFS and S3 servers with, on the lines that have them (4.3
+# and 3.5): target/hdfs-classpath-<line>.txt (MiniHdfsMain's JVM) and target/s3a-jars-<line>.txt
+# (hadoop-aws and its AWS SDK bundle: about 690 MB for 4.3 and 280 MB for 3.5 the first time).
+SERVER_LINES := 3.5 4.3
+SERVERS := target/.servers
+$(SERVERS): $(VENV)/.installed $(SCALA_SRC) $(shell find jvm/src/test/hdfs -name '*.scala')
+	bin/sbt $(foreach l,$(SERVER_LINES),$(call sbt_of,$(l))/serverClasspaths)
+	touch $@
+
+servers: $(SERVERS)
+
 # JVM tests keep their temp files in jvm/target/test-tmp (build.sbt), removed after the run.
 test-jvm: $(VENV)/.installed
 	rm -rf jvm/target/test-tmp
 	bin/sbt spillstore/test; status=$$?; rm -rf jvm/target/test-tmp; exit $$status
 
-test-python: $(PKG_JAR)
+test-python: $(PKG_JAR) $(SERVERS)
 	$(PY) -m pytest -q -m "not heavy and not install and not cluster" tests
 
 test-heavy: $(PKG_JAR)
@@ -108,7 +119,7 @@ test-conformance: $(foreach l,$(OTHER_LINES),test-conformance-$(l))
 # on 4.0, 4.1 and 4.2.
 # Each run has its own --basetemp: pytest deletes other runs' dirs under the shared
 # /tmp/pytest-of-<user> (retention 0), which breaks runs going on at the same time.
-test-line-3.5: $(PKG_JAR) .venv-3.5/.installed
+test-line-3.5: $(PKG_JAR) $(SERVERS) .venv-3.5/.installed
 	.venv-3.5/bin/python -m pytest -q -m "not heavy and not browser and not install and not cluster" --basetemp=target/pytest-3.5 tests
 
 $(foreach l,4.0 4.1 4.2,test-line-$(l)): test-line-%: $(PKG_JAR) .venv-%/.installed

@@ -65,8 +65,30 @@ val sparkJavaOpens = Seq(
   "java.base/sun.security.action", "java.base/sun.util.calendar"
 ).map(m => s"--add-opens=$m=ALL-UNNAMED")
 
+// The Python tests' servers (tests/servers.py) on the lines that run the `hdfs` test dir: the
+// class path of the child JVM that runs MiniDFSCluster (the line's test class path), and the
+// jars PySpark needs for s3a:// (hadoop-aws at the line's Hadoop version with its AWS SDK
+// bundle, kept in a configuration of their own, off every other class path).
+val S3a = config("s3a").hide
+val serverClasspaths = taskKey[Seq[File]](
+  "Writes target/hdfs-classpath-<line>.txt and target/s3a-jars-<line>.txt for tests/servers.py")
+
+def serverSettings(l: SparkLine): Seq[Setting[_]] = if (!l.testDirs.contains("hdfs")) Nil else Seq(
+  ivyConfigurations += S3a,
+  libraryDependencies += "org.apache.hadoop" % "hadoop-aws" % l.hadoop % S3a,
+  serverClasspaths := {
+    val target = (ThisBuild / baseDirectory).value / "target"
+    val hdfs = target / s"hdfs-classpath-${l.line}.txt"
+    val s3a = target / s"s3a-jars-${l.line}.txt"
+    IO.write(hdfs, (Test / fullClasspath).value.files.mkString(File.pathSeparator) + "\n")
+    // spark.jars takes a comma-separated list.
+    IO.write(s3a, update.value.select(configurationFilter(S3a.name)).mkString(",") + "\n")
+    Seq(hdfs, s3a)
+  }
+)
+
 /** What every line's project shares: the core and the line's adapter dirs, one jar. */
-def lineSettings(l: SparkLine): Seq[Setting[_]] = Seq(
+def lineSettings(l: SparkLine): Seq[Setting[_]] = serverSettings(l) ++ Seq(
   // The `hdfs` test dir's HDFS: Hadoop's MiniDFSCluster at the Hadoop version of the line's
   // Spark, shaded as hadoop-client-api is (its client half comes with Spark).
   libraryDependencies ++= (if (l.testDirs.contains("hdfs")) {
