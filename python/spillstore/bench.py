@@ -93,8 +93,7 @@ def add_parser(commands: Any) -> None:
                        "JVM and report the seconds from start() to the end of its first batch")
     bench.add_argument("--timeout", type=positive_float, default=1200.0, metavar="SECONDS",
                        help="per run (with --restart, per process); a run past it is "
-                       "killed and counted as failed "
-                       "(default: %(default)g)")
+                       "killed and counted as failed (default: %(default)g)")
     bench.add_argument("--json", metavar="FILE", help="write every run's raw results here")
     bench.add_argument("--plot", metavar="FILE.png",
                        help="draw the comparison (needs matplotlib: spillstore[bench])")
@@ -146,7 +145,8 @@ def _bench(args: argparse.Namespace) -> int:
         with open(args.json, "w", encoding="utf-8") as f:
             json.dump({"warmup_batches": WARMUP_BATCHES, "options": options,
                        "conf": setup.conf, "checkpoint_dir": setup.checkpoint_dir,
-                       "restart": setup.restart, "timeout_s": args.timeout, "presets": [asdict(p) for p in presets],
+                       "restart": setup.restart, "timeout_s": args.timeout,
+                       "presets": [asdict(p) for p in presets],
                        "runs": [asdict(r) for r in results]}, f, indent=2)
     if args.plot:
         plot(summarize(results), args.plot)
