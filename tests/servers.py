@@ -20,7 +20,6 @@ import re
 import shutil
 import signal
 import socket
-import socketserver
 import struct
 import subprocess
 import sys
@@ -85,20 +84,23 @@ def _free_port() -> int:
         return int(s.getsockname()[1])
 
 
+def _signal_group(pgid: int, sig: signal.Signals) -> None:
+    try:
+        os.killpg(pgid, sig)
+    except ProcessLookupError:
+        pass  # the group is empty
+
+
 def _stop_group(proc: subprocess.Popen[str], grace_s: float) -> None:
     """SIGTERM process group ``proc.pid`` (a server started with ``start_new_session``), wait
     up to ``grace_s`` for its leader, then SIGKILL whatever of the group is left (children
     that outlived the leader too)."""
-    for sig in (signal.SIGTERM, signal.SIGKILL):
-        try:
-            os.killpg(proc.pid, sig)
-        except ProcessLookupError:
-            pass
-        if sig == signal.SIGTERM:
-            try:
-                proc.wait(timeout=grace_s)
-            except subprocess.TimeoutExpired:
-                pass
+    _signal_group(proc.pid, signal.SIGTERM)
+    try:
+        proc.wait(timeout=grace_s)
+    except subprocess.TimeoutExpired:
+        pass
+    _signal_group(proc.pid, signal.SIGKILL)
     proc.wait()
 
 
@@ -243,7 +245,6 @@ class S3Server:
         (set these before ``spillstore.configure``, which appends its jar to that list), this
         endpoint with path-style access over plain HTTP, moto's fake credentials, and retries
         and timeouts small enough that a refused request fails a call in seconds."""
-        del bucket  # every bucket of this server takes the same settings
         s3a = {
             "endpoint": self.endpoint,
             "endpoint.region": REGION,
@@ -261,8 +262,9 @@ class S3Server:
             "connection.establish.timeout": "5000",
             "connection.timeout": "10000",
         }
+        # Per-bucket options: s3a applies them to ``bucket`` only, other buckets stay as they were.
         return {"spark.jars": s3a_jars(),
-                **{f"spark.hadoop.fs.s3a.{k}": v for k, v in s3a.items()}}
+                **{f"spark.hadoop.fs.s3a.bucket.{bucket}.{k}": v for k, v in s3a.items()}}
 
     def requests(self) -> list[Request]:
         """Every request sent to ``endpoint`` so far, in the order they were answered."""
@@ -284,7 +286,8 @@ def _wait_answers(port: int, proc: subprocess.Popen[str], log: Path) -> None:
     deadline = time.monotonic() + START_TIMEOUT_S
     while True:
         if proc.poll() is not None:
-            raise RuntimeError(f"moto_server exited ({proc.returncode}):\n{log.read_text()[-4000:]}")
+            raise RuntimeError(
+                f"moto_server exited ({proc.returncode}):\n{log.read_text()[-4000:]}")
         try:
             with urllib.request.urlopen(f"http://127.0.0.1:{port}/", timeout=5):
                 return
@@ -389,11 +392,11 @@ def hdfs_server(tmp: Path) -> Iterator[HdfsServer]:
             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=err, text=True,
             start_new_session=True)
     try:
-        assert proc.stdout is not None
+        stdout = proc.stdout
+        assert stdout is not None
         # The first line is the URI; a reader thread keeps a JVM that hangs from blocking us.
         first: list[str] = []
-        reader = threading.Thread(target=lambda: first.append(proc.stdout.readline()),  # type: ignore[union-attr]
-                                  daemon=True)
+        reader = threading.Thread(target=lambda: first.append(stdout.readline()), daemon=True)
         reader.start()
         reader.join(START_TIMEOUT_S)
         line = first[0].strip() if first else ""

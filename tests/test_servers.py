@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 import time
@@ -33,10 +34,12 @@ COMMAND_TIMEOUT_S = 180
 
 
 class BatchJob:
-    """``jobs/servers_batch.py`` running in its own process group: one command at a time."""
+    """``jobs/servers_batch.py`` running in its own process group: one command at a time.
+    ``close`` ends it and deletes ``workdir`` (its conf, its stderr, its JVM's temp files)."""
 
     def __init__(self, conf: dict[str, str], workdir: Path) -> None:
         workdir.mkdir(parents=True, exist_ok=True)
+        self.workdir = workdir
         conf_file = workdir / "conf.json"
         conf_file.write_text(json.dumps(conf))
         self.tmp = workdir / "tmp"
@@ -73,6 +76,7 @@ class BatchJob:
         harness._kill_group(self.proc.pid)
         self.proc.wait()
         self.stderr.close()
+        shutil.rmtree(self.workdir)
 
 
 @pytest.fixture(scope="module")
