@@ -33,11 +33,10 @@ from spillstore.cli import main as spillstore_main  # noqa: E402
 BUCKET = "bench"
 KINDS = ("GET", "HEAD", "LIST", "PUT", "POST", "DELETE")
 # The tests' fail-fast retry settings would turn a slow answer on a loaded machine into a
-# failed run; the bench keeps s3a's own retries (these are its defaults).
-S3A_RETRIES = {"spark.hadoop.fs.s3a.attempts.maximum": "5",
-               "spark.hadoop.fs.s3a.retry.limit": "7",
-               "spark.hadoop.fs.s3a.retry.throttle.limit": "20",
-               "spark.hadoop.fs.s3a.connection.timeout": "200000"}
+# failed run; the bench keeps s3a's own retries (these are its defaults), set per bucket like
+# the server's settings, which they override.
+S3A_RETRIES = {"attempts.maximum": "5", "retry.limit": "7", "retry.throttle.limit": "20",
+               "connection.timeout": "200000"}
 
 
 @dataclass
@@ -168,7 +167,9 @@ def _storage(kind: str, tmp: Path) -> Iterator[tuple[str, dict[str, str],
     else:
         with servers.s3_server(tmp) as s3:
             s3.create_bucket(BUCKET)
-            yield f"s3a://{BUCKET}/checkpoints", {**s3.spark_conf(BUCKET), **S3A_RETRIES}, s3
+            retries = {f"spark.hadoop.fs.s3a.bucket.{BUCKET}.{key}": value
+                       for key, value in S3A_RETRIES.items()}
+            yield f"s3a://{BUCKET}/checkpoints", {**s3.spark_conf(BUCKET), **retries}, s3
 
 
 def main(argv: Sequence[str] | None = None) -> int:
