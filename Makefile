@@ -29,7 +29,7 @@ E2E_SMALL := tests/test_package.py tests/test_cli.py tests/test_e2e_spillstore.p
 
 .PHONY: all venv venvs jar jars demo test test-fast test-jvm test-python test-heavy test-cluster test-remote \
   test-lines test-conformance $(foreach l,$(OTHER_LINES),test-line-$(l) test-conformance-$(l)) \
-  test-install dist bench bench-api clean servers
+  test-install dist bench bench-remote bench-api clean servers
 
 all: jar
 
@@ -149,6 +149,13 @@ test-fast: test-jvm test-python
 #   make bench BENCH_ARGS="--preset small --preset skewed --plot docs/bench-e2e.png"
 bench: $(PKG_JAR)
 	$(PY) -m spillstore bench $(BENCH_ARGS)
+
+# The same with the checkpoints on a test server (tests/bench_remote.py): STORAGE=hdfs, s3 or
+# local; for s3 it also prints the requests per state store and batch, e.g.
+#   make bench-remote STORAGE=s3 BENCH_ARGS="--keys 200000 --batches 6 --restart"
+STORAGE ?= s3
+bench-remote: $(PKG_JAR) $(SERVERS)
+	$(PY) tests/bench_remote.py --storage $(STORAGE) $(BENCH_ARGS)
 
 # StateStore-API benchmark, all scenarios at full size (docs/benchmarks.md); about 10 minutes.
 # The 10M-key scenario needs the larger heap: the default provider copies its map each batch.

@@ -1,5 +1,6 @@
 """``python -m spillstore bench`` without Spark: failure classification, statistics, the
-report, the plot, argument handling and the order of runs (with a fake run)."""
+report, the plot, argument handling, the order of runs (with a fake run), the restart step
+(with a fake worker) and ``tests/bench_remote.py``'s count of S3 requests (on a canned log)."""
 
 from __future__ import annotations
 
@@ -11,7 +12,9 @@ import time
 from dataclasses import replace
 from pathlib import Path
 
+import bench_remote
 import pytest
+from servers import Request
 from spillstore import _bench_runner, bench
 from spillstore.bench import PRESETS, RunResult, classify_failure, format_report, summarize
 from spillstore.cli import main
@@ -131,11 +134,11 @@ def test_plot_without_matplotlib_fails_before_any_run(
 def test_runs_are_interleaved_with_overrides_and_written_as_json(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
         capsys: pytest.CaptureFixture[str]) -> None:
-    calls: list[tuple[str, str, int, int, dict[str, str], float]] = []
+    calls: list[tuple[str, str, int, int, bench.Setup]] = []
 
-    def fake(preset: bench.Preset, provider: str, repetition: int, options: dict[str, str],
-             timeout_s: float) -> RunResult:
-        calls.append((preset.name, provider, repetition, preset.keys, options, timeout_s))
+    def fake(preset: bench.Preset, provider: str, repetition: int,
+             setup: bench.Setup) -> RunResult:
+        calls.append((preset.name, provider, repetition, preset.keys, setup))
         if provider == "hdfs" and preset.name == "large":
             return replace(failed(provider, repetition, "OOM: Java heap space"),
                            preset=preset.name)
@@ -151,7 +154,7 @@ def test_runs_are_interleaved_with_overrides_and_written_as_json(
         ("skewed", "hdfs", 2), ("skewed", "spillstore", 2),
         ("large", "hdfs", 1), ("large", "spillstore", 1),
         ("large", "hdfs", 2), ("large", "spillstore", 2)]
-    assert all(c[3:] == (5000, {"a": "1"}, 60.0) for c in calls)
+    assert all(c[3:] == (5000, bench.Setup(60.0, {"a": "1"})) for c in calls)
     printed = capsys.readouterr()
     assert "skewed: 5,000 skewed keys" in printed.out
     assert "FAILED hdfs rep 2: OOM: Java heap space" in printed.out
@@ -160,6 +163,97 @@ def test_runs_are_interleaved_with_overrides_and_written_as_json(
     assert [p["name"] for p in raw["presets"]] == ["skewed", "large"]
     assert raw["presets"][1]["keys"] == 5000 and raw["warmup_batches"] == bench.WARMUP_BATCHES
     assert len(raw["runs"]) == 8 and sum(r["failure"] is not None for r in raw["runs"]) == 2
+    assert (raw["conf"], raw["checkpoint_dir"], raw["restart"]) == ({}, None, False)
+
+
+def test_confs_checkpoint_dir_and_restart_reach_every_run_and_the_json(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    setups: list[bench.Setup] = []
+
+    def fake(preset: bench.Preset, provider: str, repetition: int,
+             setup: bench.Setup) -> RunResult:
+        setups.append(setup)
+        return ok(provider, repetition, 1000.0, restart_s=2.0 + repetition)
+
+    monkeypatch.setattr(_bench_runner, "run_once", fake)
+    out = tmp_path / "runs.json"
+    assert main(["bench", "--repetitions", "2", "--providers", "rocksdb",
+                 "--conf", "spark.a=1", "--conf", "spark.b = x=y", "--checkpoint-dir",
+                 "s3a://b/c", "--restart", "--json", str(out)]) == 0
+    expected = bench.Setup(1200.0, {}, {"spark.a": "1", "spark.b": "x=y"}, "s3a://b/c", True)
+    assert setups == [expected, expected]
+    printed = capsys.readouterr()
+    assert "[small 2/2] rocksdb: 1,000 records/s, restart 4.0 s" in printed.err
+    assert printed.out.splitlines()[2].split()[6] == "3.5"  # the median of 3 and 4 s
+    raw = json.loads(out.read_text())
+    assert raw["conf"] == expected.conf and raw["checkpoint_dir"] == "s3a://b/c"
+    assert raw["restart"] is True and [r["restart_s"] for r in raw["runs"]] == [3.0, 4.0]
+
+
+@pytest.mark.parametrize("argv", [["--conf", "novalue"], ["--conf", "=1"]])
+def test_a_conf_without_key_and_value_is_a_usage_error(
+        argv: list[str], monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(_bench_runner, "run_once", lambda *a: pytest.fail("ran"))
+    with pytest.raises(SystemExit) as exit:
+        main(["bench", *argv])
+    assert exit.value.code == 2
+
+
+def test_restart_column_only_when_a_run_restarted() -> None:
+    plain = format_report(PRESETS["small"], summarize([ok("hdfs", 1, 10.0)])).splitlines()
+    assert "restart s" not in plain[1] and len(plain[2].split()) == 11
+    runs = [ok("spillstore", 1, 10.0, restart_s=4.0), ok("spillstore", 2, 10.0, restart_s=6.5),
+            ok("spillstore", 3, 10.0, restart_s=5.0), ok("hdfs", 1, 10.0)]
+    lines = format_report(PRESETS["small"], summarize(runs)).splitlines()
+    assert "commit ms  restart s  GC s" in lines[1]
+    assert lines[2].split()[5:8] == ["10", "5.0", "1.0"] and lines[3].split()[6] == "-"
+
+
+@pytest.mark.parametrize("restart_fails", [False, True])
+def test_restart_runs_a_second_worker_on_the_same_checkpoint(
+        restart_fails: bool, monkeypatch: pytest.MonkeyPatch) -> None:
+    specs: list[dict[str, object]] = []
+
+    def fake_worker(spec: dict[str, object], timeout_s: float, base: RunResult) -> RunResult:
+        specs.append(spec)
+        if not spec["restart"]:
+            return replace(base, records_per_s=100.0, commit_ms=5.0)
+        if restart_fails:
+            return replace(base, failure="OOM: Java heap space", stderr_tail=("OOM",))
+        return replace(base, restart_s=7.25)
+
+    monkeypatch.setattr(_bench_runner, "_run_worker", fake_worker)
+    setup = bench.Setup(30.0, {"a": "1"}, {"spark.x": "y"}, "hdfs://nn:1/bench/", True)
+    first = _bench_runner.run_once(PRESETS["small"], "hdfs", 2, setup)
+    second = _bench_runner.run_once(PRESETS["small"], "hdfs", 2, setup)
+    assert [s["restart"] for s in specs] == [False, True] * 2
+    checkpoints = [s["checkpoint"] for s in specs]
+    assert checkpoints[0] == checkpoints[1] != checkpoints[2] == checkpoints[3]
+    assert all(str(c).startswith("hdfs://nn:1/bench/small-hdfs-2-") for c in checkpoints)
+    assert first.checkpoint == checkpoints[0] and second.checkpoint == checkpoints[2]
+    assert all(s["conf"] == {"spark.x": "y"} and s["options"] == {"a": "1"} for s in specs)
+    assert first.records_per_s == 100.0
+    if restart_fails:
+        assert first.failure == "restart: OOM: Java heap space" and not first.ok
+        assert first.stderr_tail == ("OOM",)
+    else:
+        assert first.ok and first.restart_s == 7.25
+
+
+def test_without_checkpoint_dir_the_checkpoint_is_in_the_removed_workdir(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    specs: list[dict[str, object]] = []
+
+    def fake_worker(spec: dict[str, object], timeout_s: float, base: RunResult) -> RunResult:
+        specs.append(spec)
+        return replace(base, failure="exit status 1")
+
+    monkeypatch.setattr(_bench_runner, "_run_worker", fake_worker)
+    result = _bench_runner.run_once(PRESETS["small"], "hdfs", 1, bench.Setup(30.0, restart=True))
+    (spec,) = specs  # a failed run is not restarted
+    assert spec["checkpoint"] == os.path.join(str(spec["workdir"]), "checkpoint")
+    assert result.checkpoint is None and not os.path.exists(str(spec["workdir"]))
 
 
 def test_all_presets_default_small(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -182,7 +276,7 @@ def test_a_run_past_its_timeout_is_killed_with_its_jvm(monkeypatch: pytest.Monke
     monkeypatch.setattr(tempfile, "mkdtemp", recording_mkdtemp)
     preset = replace(PRESETS["small"], keys=10, rows_per_batch=10, batches=1_000_000)
     started = time.monotonic()
-    result = _bench_runner.run_once(preset, "hdfs", 1, {}, 12.0)
+    result = _bench_runner.run_once(preset, "hdfs", 1, bench.Setup(12.0))
     assert time.monotonic() - started < 40
     assert result.failure is not None and result.failure.startswith("timeout after 12 s"), result
     assert result.stderr_tail, "the last lines of stderr are kept"
@@ -205,3 +299,68 @@ def _processes_naming(text: str) -> list[str]:
         if text in cmdline:
             found.append(pid)
     return found
+
+
+ROOT = "checkpoints/small-spillstore-1-abc"
+
+
+def s3_log(with_first_commit: bool = True) -> list[Request]:
+    """Requests of one run (batch 0 warm-up, batch 1 measured, 2 after) and of another."""
+    def put(key: str, query: str = "") -> Request:
+        return Request("PUT", f"/bench/{key}", query, 200)
+
+    state = f"{ROOT}/state/0/0"
+    return [
+        put(f"{state}/1.delta"),
+        put(f"{ROOT}/commits/.0.tmp"),
+        *([put(f"{ROOT}/commits/0")] if with_first_commit else []),
+        Request("GET", "/bench", f"list-type=2&prefix={state}/&delimiter=%2F", 200),
+        put(f"{state}/.2.delta.tmp"),
+        put(f"{state}/2.delta"),
+        Request("DELETE", f"/bench/{state}/.2.delta.tmp", "", 204),
+        Request("HEAD", f"/bench/{state}/2.delta", "", 200),
+        put(f"{state}/"),  # a directory marker
+        Request("POST", f"/bench/{state}/big%201", "uploads", 200),
+        put(f"{state}/big%201", "partNumber=1&uploadId=u"),
+        Request("POST", f"/bench/{state}/big%201", "uploadId=u", 200),
+        put("checkpoints/other/state/0/0/2.delta"),
+        Request("GET", f"/bench/{ROOT}/offsets/1", "", 200),
+        put(f"{ROOT}/statefoo"),
+        Request("PUT", f"/bench/{ROOT}/commits/1", "", 500),  # failed: not the commit
+        put(f"{ROOT}/commits/1"),
+        put(f"{state}/3.delta"),
+    ]
+
+
+def test_state_requests_are_counted_between_the_measured_batches_commits() -> None:
+    counted = bench_remote.count_state_requests(
+        s3_log(), f"s3a://bench/{ROOT}", first_batch=1, last_batch=1, stores=2, run_batches=3)
+    assert counted.measured_only and counted.store_batches == 2
+    assert counted.by_kind == {"LIST": 1, "PUT": 4, "DELETE": 1, "HEAD": 1, "POST": 2}
+    # 2.delta and "big 1": the temporary file is deleted, the marker is no file.
+    assert counted.objects_written == 2
+
+
+def test_state_requests_of_the_whole_run_without_the_commit_before_the_measured() -> None:
+    counted = bench_remote.count_state_requests(
+        s3_log(with_first_commit=False), f"s3a://bench/{ROOT}/", first_batch=1, last_batch=1,
+        stores=2, run_batches=3)
+    assert not counted.measured_only and counted.store_batches == 6
+    assert counted.by_kind["PUT"] == 6 and sum(counted.by_kind.values()) == 11
+    assert counted.objects_written == 4
+
+
+def test_state_request_table_pools_runs_per_provider() -> None:
+    run = {"preset": "small", "provider": "spillstore", "checkpoint": f"s3a://bench/{ROOT}",
+           "state_stores": 2}
+    raw = {"warmup_batches": 1, "restart": True, "presets": [{"name": "small", "batches": 1}],
+           "runs": [run, run, {**run, "provider": "hdfs", "checkpoint": None,
+                               "state_stores": None}]}
+    lines = bench_remote.format_state_requests(raw, s3_log()).splitlines()
+    assert "from the commit of batch 0" in lines[0]
+    assert lines[1].split() == ["preset", "provider", "runs", "counted", "over", "requests",
+                                "objects", "written", *bench_remote.KINDS]
+    # Two runs over the same log: the same counts over twice the store batches.
+    assert lines[2].split() == ["small", "spillstore", "2", "measured", "batches", "4.50",
+                                "1.00", "0.00", "0.50", "0.50", "2.00", "1.00", "0.50"]
+    assert len(lines) == 3

@@ -42,3 +42,24 @@ def test_bench_runs_every_provider_and_writes_json_and_plot(tmp_path: Path) -> N
     assert [line.split()[:2] for line in table[2:5]] == [[p, "1/0"] for p in PROVIDERS], table
     assert chart.read_bytes().startswith(b"\x89PNG\r\n\x1a\n")
     assert not list(tmp_path.glob("spillstore-bench-*")), "run directories are removed"
+
+
+def test_bench_with_checkpoint_dir_and_restart(tmp_path: Path) -> None:
+    raw, checkpoints = tmp_path / "runs.json", tmp_path / "checkpoints"
+    bench = subprocess.run(
+        [sys.executable, "-m", "spillstore", "bench", "--preset", "small", "--keys", "500",
+         "--rows-per-batch", "500", "--batches", "1", "--repetitions", "1",
+         "--providers", "spillstore", "--checkpoint-dir", checkpoints.as_uri(), "--restart",
+         "--timeout", "120", "--json", str(raw)],
+        capture_output=True, text=True, timeout=300, env=dict(os.environ, TMPDIR=str(tmp_path)))
+    assert bench.returncode == 0, bench.stdout + bench.stderr[-5000:]
+
+    (run,) = json.loads(raw.read_text())["runs"]
+    assert run["failure"] is None, run
+    assert 0 < run["restart_s"] < run["seconds"], run
+    (kept,) = checkpoints.iterdir()
+    assert run["checkpoint"] == kept.as_uri() and kept.name.startswith("small-spillstore-1-")
+    # The restarted query committed a batch beyond the warm-up and measured ones.
+    assert max(int(p.name) for p in (kept / "commits").iterdir() if p.name.isdigit()) >= 2
+    assert "restart s" in bench.stdout.splitlines()[1], bench.stdout
+    assert not list(tmp_path.glob("spillstore-bench-*")), "run directories are removed"

@@ -25,6 +25,7 @@ class Summary:
     records_min: float | None = None
     records_max: float | None = None
     commit_ms: float | None = None
+    restart_s: float | None = None
     gc_s: float | None = None
     gc_share: float | None = None
     hit_ratio: float | None = None
@@ -60,6 +61,7 @@ def summarize(results: Sequence[RunResult]) -> list[Summary]:
             records_min=min(rates, default=None),
             records_max=max(rates, default=None),
             commit_ms=_median([r.commit_ms for r in ok]),
+            restart_s=_median([r.restart_s for r in ok]),
             gc_s=_median([r.gc_s for r in ok]),
             gc_share=_median([r.gc_share for r in ok]),
             hit_ratio=_median([r.hit_ratio for r in ok]),
@@ -85,7 +87,8 @@ def format_number(value: float | None, digits: int = 0) -> str:
 
 
 _HEADER = ("provider", "runs ok/failed", "records/s median (min–max)", "vs {}",
-           "commit ms", "GC s", "GC %", "peak RSS MB", "hit ratio", "state rows")
+           "commit ms", "restart s", "GC s", "GC %", "peak RSS MB", "hit ratio", "state rows")
+_RESTART = _HEADER.index("restart s")
 
 
 def _percent(value: float | None) -> str:
@@ -96,10 +99,12 @@ def format_report(preset: Preset, summaries: Sequence[Summary]) -> str:
     """The table of one preset: a line per provider, then one line per failed run.
 
     The ratio column divides each provider's median records/s by spillstore's (by hdfs'
-    when spillstore has none); commit ms, GC s, GC % (of the JVM's uptime) and the hit ratio
-    (spillstore's) are medians over the completed runs, peak RSS is their maximum.
+    when spillstore has none); commit ms, restart s (a column only when some run restarted),
+    GC s, GC % (of the JVM's uptime) and the hit ratio (spillstore's) are medians over the
+    completed runs, peak RSS is their maximum.
     """
     base = _baseline(summaries)
+    restarted = any(s.restart_s is not None for s in summaries)
     header = [h.format(base.provider if base else "-") for h in _HEADER]
     rows = [header]
     for s in summaries:
@@ -109,9 +114,12 @@ def format_report(preset: Preset, summaries: Sequence[Summary]) -> str:
                  if base and base.records_per_s and s.records_per_s is not None else "-")
         state = "–".join(dict.fromkeys(f"{n:,}" for n in s.state_rows[:1] + s.state_rows[-1:]))
         rows.append([s.provider, f"{s.ok}/{s.failed}", rate, ratio, format_number(s.commit_ms),
-                     format_number(s.gc_s, 1), _percent(s.gc_share), format_number(s.peak_rss_mb),
-                     _percent(s.hit_ratio), state or "-"])
-    widths = [max(len(row[i]) for row in rows) for i in range(len(header))]
+                     format_number(s.restart_s, 1), format_number(s.gc_s, 1),
+                     _percent(s.gc_share), format_number(s.peak_rss_mb), _percent(s.hit_ratio),
+                     state or "-"])
+    if not restarted:
+        rows = [row[:_RESTART] + row[_RESTART + 1:] for row in rows]
+    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
     lines = [preset.describe()]
     for row in rows:
         cells = [row[0].ljust(widths[0])] + [c.rjust(w) for c, w in zip(row[1:], widths[1:])]

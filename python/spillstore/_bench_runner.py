@@ -1,6 +1,7 @@
 """One run of ``python -m spillstore bench``: the worker process
-(:mod:`spillstore._bench_worker`) started, waited for and killed at its timeout, and what came
-out of it (:class:`RunResult`), a failure included."""
+(:mod:`spillstore._bench_worker`) started, waited for and killed at its timeout, with
+``--restart`` a second one restarting the query on the same checkpoint, and what came out of
+them (:class:`RunResult`), a failure included."""
 
 from __future__ import annotations
 
@@ -13,11 +14,12 @@ import subprocess
 import sys
 import tempfile
 import time
-from dataclasses import asdict, dataclass, replace
+import uuid
+from dataclasses import asdict, dataclass, field, replace
 
 from ._bench_presets import Preset
 
-__all__ = ["RunResult", "classify_failure", "run_once"]
+__all__ = ["RunResult", "Setup", "classify_failure", "run_once"]
 
 
 @dataclass(frozen=True)
@@ -28,7 +30,7 @@ class RunResult:
     provider: str
     repetition: int
     seconds: float
-    """Wall time of the run's process."""
+    """Wall time of the run's processes (with ``--restart``, both)."""
     failure: str | None = None
     """``None`` for a run that completed, else the kind of failure and the telling line."""
     records_per_s: float | None = None
@@ -45,6 +47,14 @@ class RunResult:
     """The driver JVM's peak resident set (``VmHWM``) when the measured batches were done."""
     state_rows: int | None = None
     """State rows of the last committed batch, counted with the state data source."""
+    state_stores: int | None = None
+    """State store instances per batch (``stateOperators[0].numStateStoreInstances``)."""
+    restart_s: float | None = None
+    """With ``--restart``: from ``start()`` of the query restarted in a fresh JVM to the end
+    of its first batch."""
+    checkpoint: str | None = None
+    """The run's checkpoint, under ``--checkpoint-dir`` (kept); ``None`` for a local temp
+    directory (removed)."""
     stderr_tail: tuple[str, ...] = ()
     """The last lines of a failed run's stderr."""
 
@@ -100,14 +110,52 @@ def classify_failure(returncode: int | None, stderr: str,
     return f"{kind}: {telling[:200]}" if telling else kind
 
 
-def run_once(preset: Preset, provider: str, repetition: int, options: dict[str, str],
-             timeout_s: float) -> RunResult:
-    """Run one benchmark process and wait for it, killing its process group (the Python
-    worker and the JVM it launched) at the timeout."""
+@dataclass(frozen=True)
+class Setup:
+    """What every run of one ``bench`` command shares beyond its preset and provider."""
+
+    timeout_s: float
+    """Per process; one past it is killed and its run counted as failed."""
+    options: dict[str, str] = field(default_factory=dict)
+    """spillstore options (its runs only)."""
+    conf: dict[str, str] = field(default_factory=dict)
+    """Spark confs for every run."""
+    checkpoint_dir: str | None = None
+    """A URI each run makes a fresh sub-directory of for its checkpoint; ``None``: the run's
+    local temp directory."""
+    restart: bool = False
+    """Whether a second process restarts each run's query, for :attr:`RunResult.restart_s`."""
+
+
+def run_once(preset: Preset, provider: str, repetition: int, setup: Setup) -> RunResult:
+    """Run one benchmark process (and with ``setup.restart`` the restarting one after it) and
+    wait for it, killing its process group (the Python worker and the JVM it launched) at the
+    timeout."""
     workdir = tempfile.mkdtemp(prefix="spillstore-bench-")
-    spec = {"preset": asdict(preset), "provider": provider, "options": options,
-            "workdir": workdir, "timeout_s": timeout_s}
+    checkpoint = None
+    if setup.checkpoint_dir is not None:
+        checkpoint = (f"{setup.checkpoint_dir.rstrip('/')}/"
+                      f"{preset.name}-{provider}-{repetition}-{uuid.uuid4().hex[:8]}")
+    spec = {"preset": asdict(preset), "provider": provider, "options": setup.options,
+            "conf": setup.conf, "workdir": workdir,
+            "checkpoint": checkpoint or os.path.join(workdir, "checkpoint"),
+            "timeout_s": setup.timeout_s, "restart": False}
+    base = RunResult(preset.name, provider, repetition, 0.0, checkpoint=checkpoint)
     started = time.monotonic()
+    try:
+        result = _run_worker(spec, setup.timeout_s, base)
+        if setup.restart and result.ok:
+            restarted = _run_worker({**spec, "restart": True}, setup.timeout_s, base)
+            result = (replace(result, restart_s=restarted.restart_s) if restarted.ok else
+                      replace(result, failure=f"restart: {restarted.failure}",
+                              stderr_tail=restarted.stderr_tail))
+    finally:
+        shutil.rmtree(workdir, ignore_errors=True)
+    return replace(result, seconds=round(time.monotonic() - started, 1))
+
+
+def _run_worker(spec: dict[str, object], timeout_s: float, base: RunResult) -> RunResult:
+    """One worker process: ``base`` with the fields of its result line, or its failure."""
     process = subprocess.Popen(
         [sys.executable, "-m", "spillstore._bench_worker", json.dumps(spec)],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
@@ -123,9 +171,6 @@ def run_once(preset: Preset, provider: str, repetition: int, options: dict[str, 
         if process.poll() is None:  # interrupted while waiting (Ctrl-C)
             os.killpg(process.pid, signal.SIGKILL)
             process.wait()
-        shutil.rmtree(workdir, ignore_errors=True)
-    seconds = time.monotonic() - started
-    base = RunResult(preset.name, provider, repetition, round(seconds, 1))
     if process.returncode == 0 and timed_out_after is None:
         try:
             return replace(base, **json.loads(stdout.strip().splitlines()[-1]))

@@ -1,11 +1,14 @@
 """One run of ``python -m spillstore bench`` in a process of its own:
 ``python -m spillstore._bench_worker SPEC``, SPEC being the JSON
-:mod:`spillstore._bench_runner` passes (preset, provider, spillstore options, work directory, timeout).
+:mod:`spillstore._bench_runner` passes (preset, provider, spillstore options, Spark confs, work
+directory, checkpoint, timeout, whether this process is the restart).
 
-It starts a local Spark with the preset's driver memory and the provider, runs the streaming
-count + sum per key for the warm-up and measured batches (printing the demo's line per batch),
-and prints, as its last line, the measurements as JSON (:class:`spillstore.bench.RunResult`'s
-fields). A failure exits non-zero with the reason on stderr.
+It starts a local Spark with the preset's driver memory, the confs and the provider, runs the
+streaming count + sum per key for the warm-up and measured batches (printing the demo's line
+per batch), and prints, as its last line, the measurements as JSON
+(:class:`spillstore.bench.RunResult`'s fields). The restart process instead starts the same
+query on the same checkpoint, waits for its first batch and prints ``restart_s``. A failure
+exits non-zero with the reason on stderr.
 """
 
 from __future__ import annotations
@@ -13,7 +16,9 @@ from __future__ import annotations
 import json
 import statistics
 import sys
+import time
 from collections.abc import Sequence
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -44,9 +49,8 @@ def _peak_rss_mb(pid: int) -> float | None:
     return None
 
 
-def _measure(spark: Any, preset: Preset, checkpoint: str, timeout_s: float
-             ) -> dict[str, Any] | None:
-    """Run the query for the warm-up and measured batches; ``None`` if it failed."""
+def _start(spark: Any, preset: Preset, checkpoint: str) -> Any:
+    """Start the benchmark's query on ``checkpoint`` (resuming it if it holds one)."""
     from pyspark.sql import functions as F
 
     stream = (spark.readStream.format("rate-micro-batch")
@@ -56,8 +60,21 @@ def _measure(spark: Any, preset: Preset, checkpoint: str, timeout_s: float
     key = _key(preset)
     counts = (stream.select(key.alias("key"), "value").groupBy("key")
               .agg(F.count("*").alias("count"), F.sum("value").alias("sum")))
-    query = (counts.writeStream.queryName("spillstore_bench").outputMode("update")
-             .format("noop").option("checkpointLocation", checkpoint).start())
+    return (counts.writeStream.queryName("spillstore_bench").outputMode("update")
+            .format("noop").option("checkpointLocation", checkpoint).start())
+
+
+def _stop(spark: Any, query: Any) -> None:
+    # Stopping interrupts the batch in flight, which Spark logs as errors: not news.
+    spark.sparkContext.setLogLevel("OFF")
+    query.stop()
+    spark.sparkContext.setLogLevel("ERROR")
+
+
+def _measure(spark: Any, preset: Preset, checkpoint: str, timeout_s: float
+             ) -> dict[str, Any] | None:
+    """Run the query for the warm-up and measured batches; ``None`` if it failed."""
+    query = _start(spark, preset, checkpoint)
     try:
         progresses = follow(query, WARMUP_BATCHES + preset.batches, timeout_s)
         if progresses is None:
@@ -69,10 +86,7 @@ def _measure(spark: Any, preset: Preset, checkpoint: str, timeout_s: float
         uptime_ms = management.getRuntimeMXBean().getUptime()
         peak_rss_mb = _peak_rss_mb(jvm.java.lang.ProcessHandle.current().pid())
     finally:
-        # Stopping interrupts the batch in flight, which Spark logs as errors: not news.
-        spark.sparkContext.setLogLevel("OFF")
-        query.stop()
-        spark.sparkContext.setLogLevel("ERROR")
+        _stop(spark, query)
     measured: Sequence[dict[str, Any]] = progresses[WARMUP_BATCHES:]
     rows = sum(p["numInputRows"] for p in measured)
     busy_ms = sum(p["durationMs"]["triggerExecution"] for p in measured)
@@ -84,7 +98,28 @@ def _measure(spark: Any, preset: Preset, checkpoint: str, timeout_s: float
         "hit_ratio": _hit_ratio(measured),
         "peak_rss_mb": peak_rss_mb,
         "state_rows": _state_rows(spark, checkpoint),
+        "state_stores": measured[-1]["stateOperators"][0].get("numStateStoreInstances"),
     }
+
+
+def _restart(spark: Any, preset: Preset, checkpoint: str, timeout_s: float
+             ) -> dict[str, Any] | None:
+    """Restart the query on its checkpoint and time it to the end of its first batch (the
+    trigger's start plus its ``triggerExecution``: exact, where polling is not); ``None`` if
+    it failed."""
+    started = time.time()
+    query = _start(spark, preset, checkpoint)
+    try:
+        progresses = follow(query, 1, timeout_s)
+    finally:
+        _stop(spark, query)
+    if progresses is None:
+        return None
+    (first,) = progresses
+    # Spark writes UTC with a "Z", which fromisoformat takes from Python 3.11 on only.
+    trigger = datetime.fromisoformat(first["timestamp"].replace("Z", "+00:00")).timestamp()
+    ended = trigger + first["durationMs"]["triggerExecution"] / 1000
+    return {"restart_s": round(ended - started, 2)}
 
 
 def _key(preset: Preset) -> Any:
@@ -133,6 +168,9 @@ def main(argv: Sequence[str]) -> int:
     builder = (local_builder(f"spillstore-bench-{provider}")
                .config("spark.driver.memory", preset.driver_memory)
                .config("spark.local.dir", str(workdir / "local")))
+    # Before configure(), which adds its jar to a spark.jars set here.
+    for key, value in spec["conf"].items():
+        builder.config(key, value)
     if provider == "spillstore":
         options = dict(spec["options"])
         if preset.memory_budget:
@@ -144,8 +182,9 @@ def main(argv: Sequence[str]) -> int:
             builder.config(key, value)
     spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel("ERROR")
+    run = _restart if spec["restart"] else _measure
     try:
-        result = _measure(spark, preset, str(workdir / "checkpoint"), spec["timeout_s"])
+        result = run(spark, preset, spec["checkpoint"], spec["timeout_s"])
     finally:
         spark.stop()
     if result is None:

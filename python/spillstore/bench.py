@@ -8,6 +8,12 @@ the preset's driver memory. Runs are interleaved (repetition 1: spillstore, hdfs
 repetition 2: ...) so a slow spell of the machine hits every provider alike. A run that fails
 (non-zero exit, out of memory, GC overhead, timeout) is a result: it is counted, printed and
 plotted, never dropped.
+
+Each run's checkpoint is in its temp directory, or with ``--checkpoint-dir`` in a fresh
+sub-directory ``<preset>-<provider>-<repetition>-<random>`` of that URI (HDFS, S3 or any file
+system Spark reaches, its connector set with ``--conf``), which is kept. With ``--restart`` a
+second process (a fresh JVM) restarts each run's query on its checkpoint right after it, and
+the run reports the seconds from that query's ``start()`` to the end of its first batch.
 """
 
 from __future__ import annotations
@@ -22,7 +28,7 @@ from . import _bench_runner
 from ._argtypes import parse_option, positive_float, positive_int
 from ._bench_presets import PRESETS, WARMUP_BATCHES, Preset
 from ._bench_report import Summary, format_number, format_report, plot, summarize
-from ._bench_runner import RunResult, classify_failure
+from ._bench_runner import RunResult, Setup, classify_failure
 from ._config import jar_path, option_key
 from ._jobs import PROVIDERS
 
@@ -30,6 +36,7 @@ __all__ = [
     "PRESETS",
     "Preset",
     "RunResult",
+    "Setup",
     "Summary",
     "WARMUP_BATCHES",
     "add_parser",
@@ -74,9 +81,19 @@ def add_parser(commands: Any) -> None:
     bench.add_argument("--option", type=parse_option, action="append", default=[],
                        metavar="NAME=VALUE",
                        help="a spillstore option for its runs (repeatable)")
+    bench.add_argument("--conf", type=parse_option, action="append", default=[],
+                       metavar="KEY=VALUE",
+                       help="a Spark conf for every run, e.g. spark.hadoop.fs.s3a.* or "
+                       "spark.jars (repeatable)")
+    bench.add_argument("--checkpoint-dir", metavar="URI",
+                       help="put each run's checkpoint in a fresh sub-directory of this URI, "
+                       "kept after the run (default: the run's local temp directory)")
+    bench.add_argument("--restart", action="store_true",
+                       help="after each run, restart its query on its checkpoint in a fresh "
+                       "JVM and report the seconds from start() to the end of its first batch")
     bench.add_argument("--timeout", type=positive_float, default=1200.0, metavar="SECONDS",
-                       help="per run; a run past it is killed and counted as failed "
-                       "(default: %(default)g)")
+                       help="per run (with --restart, per process); a run past it is "
+                       "killed and counted as failed (default: %(default)g)")
     bench.add_argument("--json", metavar="FILE", help="write every run's raw results here")
     bench.add_argument("--plot", metavar="FILE.png",
                        help="draw the comparison (needs matplotlib: spillstore[bench])")
@@ -107,16 +124,18 @@ def _bench(args: argparse.Namespace) -> int:
     overrides = {k: getattr(args, k) for k in ("keys", "rows_per_batch", "batches",
                                                "driver_memory") if getattr(args, k)}
     presets = [replace(PRESETS[name], **overrides) for name in names]
+    setup = Setup(args.timeout, options, dict(args.conf), args.checkpoint_dir, args.restart)
     results: list[RunResult] = []
     for preset in presets:
         runs = []
         for repetition in range(1, args.repetitions + 1):
             for provider in args.providers:
                 # Through the module, so that tests can stand a fake run in for it.
-                result = _bench_runner.run_once(preset, provider, repetition, options,
-                                                args.timeout)
-                outcome = (f"{format_number(result.records_per_s)} records/s" if result.ok
-                           else f"FAILED {result.failure}")
+                result = _bench_runner.run_once(preset, provider, repetition, setup)
+                restart = ("" if result.restart_s is None
+                           else f", restart {format_number(result.restart_s, 1)} s")
+                outcome = (f"{format_number(result.records_per_s)} records/s{restart}"
+                           if result.ok else f"FAILED {result.failure}")
                 print(f"[{preset.name} {repetition}/{args.repetitions}] {provider}: {outcome} "
                       f"({result.seconds:.0f} s)", file=sys.stderr, flush=True)
                 runs.append(result)
@@ -125,7 +144,9 @@ def _bench(args: argparse.Namespace) -> int:
     if args.json:
         with open(args.json, "w", encoding="utf-8") as f:
             json.dump({"warmup_batches": WARMUP_BATCHES, "options": options,
-                       "timeout_s": args.timeout, "presets": [asdict(p) for p in presets],
+                       "conf": setup.conf, "checkpoint_dir": setup.checkpoint_dir,
+                       "restart": setup.restart, "timeout_s": args.timeout,
+                       "presets": [asdict(p) for p in presets],
                        "runs": [asdict(r) for r in results]}, f, indent=2)
     if args.plot:
         plot(summarize(results), args.plot)
