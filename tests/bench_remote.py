@@ -31,7 +31,7 @@ import servers  # noqa: E402
 from spillstore.cli import main as spillstore_main  # noqa: E402
 
 BUCKET = "bench"
-KINDS = ("GET", "HEAD", "LIST", "PUT", "POST", "DELETE")
+KINDS = ("GET", "HEAD", "LIST", "PUT", "COPY", "POST", "DELETE")
 # The tests' fail-fast retry settings would turn a slow answer on a loaded machine into a
 # failed run; the bench keeps s3a's own retries (these are its defaults), set per bucket like
 # the server's settings, which they override.
@@ -45,7 +45,7 @@ class StateRequests:
 
     by_kind: Counter[str] = field(default_factory=Counter)
     objects_written: int = 0
-    """Keys written (PUT, copies included, or a completed multipart upload) and not deleted
+    """Keys written (PUT, COPY, or a completed multipart upload) and not deleted
     later in the counted requests: a rename's temporary object is not counted; directory
     markers (keys ending in ``/``) neither."""
     store_batches: int = 0
@@ -85,7 +85,7 @@ def count_state_requests(requests: Sequence[servers.Request], checkpoint: str,
         requests: what the server answered, in order (``S3Server.requests()``).
         checkpoint: the run's checkpoint, ``s3a://<bucket>/<key>``.
         first_batch, last_batch: the ids of its first and last measured batches; the counted
-            requests are those after the commit-log write (a PUT of ``commits/<id>``) of
+            requests are those after the commit-log write (a PUT or COPY of ``commits/<id>``) of
             ``first_batch - 1`` up to that of ``last_batch``.
         stores: state store instances per batch.
         run_batches: every batch of the run, for the whole-run count when either commit-log
@@ -96,7 +96,7 @@ def count_state_requests(requests: Sequence[servers.Request], checkpoint: str,
     state = f"{root}/state"
     named = [(i, kk) for i, r in enumerate(requests) if (kk := _kind_and_key(r, bucket))]
     commits = {key: i for i, (kind, key) in named
-               if kind == "PUT" and requests[i].status == 200
+               if kind in ("PUT", "COPY") and requests[i].status == 200
                and key.startswith(f"{root}/commits/")}
     start = -1 if first_batch == 0 else commits.get(f"{root}/commits/{first_batch - 1}")
     end = commits.get(f"{root}/commits/{last_batch}")
@@ -111,7 +111,7 @@ def count_state_requests(requests: Sequence[servers.Request], checkpoint: str,
             continue
         counted.by_kind[kind] += 1
         query = parse_qs(requests[i].query, keep_blank_values=True)
-        if (kind == "PUT" and "uploadId" not in query) or (kind == "POST" and "uploadId" in query):
+        if (kind in ("PUT", "COPY") and "uploadId" not in query) or (kind == "POST" and "uploadId" in query):
             written.add(key)
         elif kind == "DELETE":
             written.discard(key)

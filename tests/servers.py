@@ -109,7 +109,8 @@ def _stop_group(proc: subprocess.Popen[str], grace_s: float) -> None:
 
 
 class Request(NamedTuple):
-    """One request the S3 server answered (or refused: status 0)."""
+    """One request the S3 server answered (or refused: status 0); ``method`` is ``COPY`` for a
+    PUT that copies another object."""
     method: str
     path: str
     query: str
@@ -146,8 +147,10 @@ class _ProxyHandler(BaseHTTPRequestHandler):
 
     def _record(self, status: int) -> None:
         path, _, query = self.path.partition("?")
+        # S3's copy is a PUT naming its source in a header (a rename is a copy and a delete).
+        method = "COPY" if self.headers.get("x-amz-copy-source") else self.command
         with self.proxy.lock:
-            self.proxy.log.append(Request(self.command, path, query, status))
+            self.proxy.log.append(Request(method, path, query, status))
 
     def _body(self) -> bytes:
         if self.headers.get("Transfer-Encoding", "").lower() == "chunked":
@@ -206,6 +209,14 @@ class _ProxyHandler(BaseHTTPRequestHandler):
         super().finish()
         if self.upstream is not None:
             self.upstream.close()
+
+
+class _QuietServer(ThreadingHTTPServer):
+    """Prints no traceback when a client drops a kept-alive connection (the JVMs do, at exit)."""
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        if not isinstance(sys.exc_info()[1], ConnectionError):
+            super().handle_error(request, client_address)
 
 
 @dataclass
@@ -318,7 +329,7 @@ def s3_server(tmp: Path) -> Iterator[S3Server]:
         _wait_answers(port, proc, log)
         state = _Proxy(upstream=port)
         handler = type("Handler", (_ProxyHandler,), {"proxy": state})
-        proxy_server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
+        proxy_server = _QuietServer(("127.0.0.1", 0), handler)
         proxy_server.daemon_threads = True
         threading.Thread(target=proxy_server.serve_forever, name="s3-proxy", daemon=True).start()
         yield S3Server(f"http://127.0.0.1:{proxy_server.server_address[1]}", port, proc.pid,
