@@ -108,10 +108,11 @@ test-cluster: $(PKG_JAR)
 	$(PY) -m pytest -q -s -m cluster --basetemp=target/pytest-cluster tests
 
 # The tests that start HDFS (a MiniDFSCluster) and S3 (a moto server) servers: the servers
-# themselves and the checkpoint on them, on 4.3 and (a subset of tests/test_e2e_remote.py) 3.5.
+# themselves and the checkpoint on them, on 4.3, and a subset of tests/test_e2e_remote.py on 3.5
+# (which runs the servers as 4.3 does, with its own jars).
 test-remote: $(PKG_JAR) $(SERVERS) .venv-3.5/.installed
 	$(PY) -m pytest -q -s -m remote --basetemp=target/pytest-remote tests
-	.venv-3.5/bin/python -m pytest -q -s -m remote --basetemp=target/pytest-remote-3.5 tests
+	.venv-3.5/bin/python -m pytest -q -s -m remote --basetemp=target/pytest-remote-3.5 tests/test_e2e_remote.py
 
 # Spark's StateStoreSuiteBase from each line's own test jar against that line's build
 # (4.3's runs in test-jvm, with the 4.2 test jar).
