@@ -113,10 +113,12 @@ def test_s3_write_read_and_count_puts(s3: servers.S3Server, batch: BatchJob) -> 
     keys = s3.keys(BUCKET, "written/")
     parquet = [k for k in keys if k.endswith(".parquet")]
     assert len(parquet) == 2 and "written/_SUCCESS" in keys, keys
-    # Every object the write left was PUT (written, or copied there by a rename) through the
-    # endpoint, and succeeded.
-    put = {r.path.removeprefix(f"/{BUCKET}/") for r in served if r.method == "PUT"}
-    assert set(keys) <= put, (keys, served)
+    # Every object the write left was PUT or COPYed there (by a rename) through the endpoint,
+    # and succeeded; the parquet files are renamed from the task's attempt dir.
+    written = {r.path.removeprefix(f"/{BUCKET}/") for r in served if r.method in ("PUT", "COPY")}
+    assert set(keys) <= written, (keys, served)
+    copied = {r.path.removeprefix(f"/{BUCKET}/") for r in served if r.method == "COPY"}
+    assert set(parquet) <= copied, served
     assert all(r.status in (200, 204, 206, 404) for r in served), served
     counts = {m: sum(r.method == m for r in served) for m in sorted({r.method for r in served})}
     print(f"s3a requests of a 2-file parquet write ({len(served)}): {counts}")
