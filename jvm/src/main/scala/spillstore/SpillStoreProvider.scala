@@ -171,6 +171,8 @@ class SpillStoreProvider extends JarLine.Checked with SparkLineProvider with Log
       // Reported once, by the store opened after the repair (loads and maintenance both repair).
       store.snapshotsRepaired = dir.takeRepairedSnapshots()
       slot.opened(store)
+      // Its journal is written at commit: on remote storage, opened while the batch runs.
+      if (writable) dir.openEarly(StateFile.Journal, version + 1)
       // Spark never releases read stores (4.1+), so the task's end is when the state is idle.
       if (fresh) task.foreach(_.addTaskCompletionListener[Unit](_ => finish(lease)))
       store
@@ -208,6 +210,7 @@ class SpillStoreProvider extends JarLine.Checked with SparkLineProvider with Log
     if (!live.holds(lease)) lease.state.freeIfDoomedBy(lease)
     else {
       slot.abortOpenBatch()
+      dir.dropEarly()
       live.release(lease, "its task ended")
     }
   }
@@ -288,7 +291,10 @@ class SpillStoreProvider extends JarLine.Checked with SparkLineProvider with Log
       if (store.state == SpillStateStore.Updating) store.state = SpillStateStore.Aborted
     } else if (store.state == SpillStateStore.Updating) {
       if (store.isWritable) {
-        if (slot.isWriter(store)) endBatch(store, SpillStateStore.Aborted, "aborted")(live.abortBatch())
+        if (slot.isWriter(store)) {
+          dir.dropEarly()
+          endBatch(store, SpillStateStore.Aborted, "aborted")(live.abortBatch())
+        }
         else store.state = SpillStateStore.Aborted
       } else {
         // A read store ends its lease only when no write store of the lease has a batch open.
@@ -342,6 +348,7 @@ class SpillStoreProvider extends JarLine.Checked with SparkLineProvider with Log
     if (!live.isClosed) logInfo(s"Unloading $this (version ${slot.loadedVersion}, " +
       s"${live.heapEntries} entries on the heap, ${live.spilledBytes} bytes in the cold tier)")
     slot.unload()
+    dir.dropEarly()
   }
 
   override def supportedCustomMetrics: Seq[StateStoreCustomMetric] = SpillStoreMetrics.all

@@ -25,6 +25,12 @@ import org.apache.spark.sql.execution.streaming.state.SpillStoreSparkLine.Checkp
 abstract class AtomicOutput extends OutputStream {
   def publish(): Unit
   def discard(): Unit
+
+  /**
+   * Sends what is written so far to the storage, where that opens the connection the rest
+   * will take (an HDFS block's pipeline); for files opened before their body is known.
+   */
+  def sendAhead(): Unit = ()
 }
 
 object AtomicOutput {
@@ -45,24 +51,31 @@ object AtomicOutput {
    *    ([[ViaRename]]).
    */
   def creator(dir: Path, hadoopConf: Configuration, fm: CheckpointFileManager): Creator = {
-    val throughFileManager = Creator(needsDir = true)(fm match {
+    val fs = dir.getFileSystem(hadoopConf)
+    val local = fs.isInstanceOf[LocalFileSystem] || fs.isInstanceOf[RawLocalFileSystem]
+    val throughFileManager = Creator(needsDir = true, opensEarly = !local)(fm match {
       case renames: CheckpointFileManager.RenameHelperMethods => target => new ViaRename(fm, renames, target)
       case _ => target => new ThroughFileManager(fm.createAtomic(target, overwriteIfPossible = true))
     })
     if (hadoopConf.get(FileManagerConf) != null) throughFileManager
-    else dir.getFileSystem(hadoopConf) match {
+    else fs match {
       // Subclasses too: with Hive's jars on the class path (pyspark's are), `file:` is Hive's
       // ProxyLocalFileSystem, a LocalFileSystem with its own rename.
       case l: LocalFileSystem => Creator(needsDir = true)(target => new LocalFile(l.pathToFile(target)))
       case r: RawLocalFileSystem => Creator(needsDir = true)(target => new LocalFile(r.pathToFile(target)))
       // An object store has no directories to create: a file's name is its whole key.
-      case fs if publishesOnClose(fs, dir) => Creator(needsDir = false)(target => new Direct(fs, target))
+      case _ if publishesOnClose(fs, dir) => Creator(needsDir = false)(target => new Direct(fs, target))
       case _ => throughFileManager
     }
   }
 
-  /** Creates a dir's files; `needsDir`: the dir must exist before the first is created. */
-  final case class Creator(needsDir: Boolean)(val create: Path => AtomicOutput)
+  /**
+   * Creates a dir's files; `needsDir`: the dir must exist before the first is created;
+   * `opensEarly`: opening a file costs a round trip to remote storage, which opening it before
+   * its body is known ([[EarlyFile]]) takes off the writer's path (not so for local files, nor
+   * where a file is sent whole at close).
+   */
+  final case class Creator(needsDir: Boolean, opensEarly: Boolean = false)(val create: Path => AtomicOutput)
 
   /**
    * Whether a file `fs` creates under `dir` stays invisible until its stream closes and an
@@ -155,6 +168,8 @@ object AtomicOutput {
       finally fm.delete(temp)
     }
 
+    override def sendAhead(): Unit = { out.flush(); stream.hflush() }
+
     override def toString: String = s"the atomic write of $target"
   }
 
@@ -165,6 +180,7 @@ object AtomicOutput {
     protected val out: OutputStream = buffered(stream)
     protected def publishWritten(): Unit = { out.flush(); stream.close() }
     protected def dropWritten(): Unit = stream.cancel()
+    override def sendAhead(): Unit = { out.flush(); stream.hflush() }
     override def toString: String = s"the atomic write of $stream"
   }
 

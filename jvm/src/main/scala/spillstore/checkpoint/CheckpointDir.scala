@@ -36,10 +36,9 @@ final class CheckpointDir(
    */
   def write(kind: Kind, version: Long, format: Int = StateFile.FormatVersion)(
       body: StateFile.Writer => Unit): CheckpointDir.Written = {
-    if (!dirCreated) { fm.mkdirs(path); dirCreated = true }
-    val atomic = creator.create(file(kind, version))
+    val early = if (format == StateFile.FormatVersion) takeEarly(kind, version) else None
+    val EarlyFile.Opened(atomic, writer) = early.getOrElse(open(kind, version, format))
     try {
-      val writer = new StateFile.Writer(atomic, kind, version, codec, format)
       body(writer)
       writer.finish()
       atomic.publish()
@@ -49,6 +48,57 @@ final class CheckpointDir(
         try atomic.discard() catch { case NonFatal(c) => e.addSuppressed(c) }
         throw e
     }
+  }
+
+  private def open(kind: Kind, version: Long, format: Int): EarlyFile.Opened = {
+    if (!dirCreated) { fm.mkdirs(path); dirCreated = true }
+    val atomic = creator.create(file(kind, version))
+    try EarlyFile.Opened(atomic, new StateFile.Writer(atomic, kind, version, codec, format)) catch {
+      case e: Throwable =>
+        try atomic.discard() catch { case NonFatal(c) => e.addSuppressed(c) }
+        throw e
+    }
+  }
+
+  // The file opened early, if any: see [[openEarly]]. Guarded by `earlyLock`: stores open and
+  // commit under their provider's lock, snapshots are written by maintenance threads.
+  private val earlyLock = new Object
+  private var early: EarlyFile = _
+
+  /**
+   * Where opening a file costs a round trip to remote storage (HDFS), starts opening the file
+   * in the background for a `write` of it to come; drops a file opened early before (a file
+   * no `write` takes is dropped by the next `openEarly` or by `dropEarly`).
+   */
+  def openEarly(kind: Kind, version: Long): Unit = if (creator.opensEarly) {
+    replaceEarly(new EarlyFile(kind, version, () => {
+      val opened = open(kind, version, StateFile.FormatVersion)
+      try opened.output.sendAhead() catch {
+        case e: Throwable =>
+          try opened.output.discard() catch { case NonFatal(c) => e.addSuppressed(c) }
+          throw e
+      }
+      opened
+    }))
+  }
+
+  /** Drops the file opened early, if any (its batch ended without writing it). */
+  def dropEarly(): Unit = replaceEarly(null)
+
+  private def replaceEarly(next: EarlyFile): Unit = {
+    val previous = earlyLock.synchronized { val p = early; early = next; p }
+    if (previous != null) previous.drop()
+  }
+
+  private def takeEarly(kind: Kind, version: Long): Option[EarlyFile.Opened] = {
+    val mine = earlyLock.synchronized {
+      if (early != null && early.kind == kind && early.version == version) {
+        val e = early
+        early = null
+        e
+      } else null
+    }
+    if (mine == null) None else mine.take()
   }
 
   /** Reads every record of a file in order (value null = removal); returns the record count. */

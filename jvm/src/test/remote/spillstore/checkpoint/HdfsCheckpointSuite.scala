@@ -5,13 +5,16 @@ import java.util.UUID
 import scala.util.Random
 
 import org.apache.hadoop.fs.Path
+import org.apache.hadoop.hdfs.protocol.HdfsFileStatus
 import org.scalatest.BeforeAndAfterAll
+import org.scalatest.concurrent.Eventually.{eventually, timeout}
 import org.scalatest.funsuite.AnyFunSuite
 
 import org.apache.spark.sql.catalyst.expressions.{GenericInternalRow, UnsafeProjection, UnsafeRow}
 import org.apache.spark.sql.execution.streaming.state.{ReadStateStore, SpillStoreSparkBridge, StateStore}
 import org.apache.spark.sql.internal.SQLConf
 import org.apache.spark.sql.types.{LongType, StructField, StructType}
+import org.scalatest.time.SpanSugar._
 
 import spillstore.SpillStoreProvider
 import spillstore.migrate.LineProviders
@@ -65,6 +68,12 @@ class HdfsCheckpointSuite extends AnyFunSuite with BeforeAndAfterAll {
   private def files(root: String): Set[String] =
     hdfs.fs.listStatus(storeDir(root)).map(_.getPath.getName).toSet
 
+  private def tempFiles(root: String): Set[String] = files(root).filter(_.endsWith(".tmp"))
+
+  /** HDFS's inode id of `p`, which a rename keeps. */
+  private def fileId(p: Path): Long =
+    hdfs.fs.getFileStatus(p).asInstanceOf[HdfsFileStatus].getFileId
+
   private def journals(versions: Range): Set[String] = versions.map(v => s"$v.journal").toSet
 
   private def commitBatches(p: SpillStoreProvider, rnd: Random, states: Seq[Map[Long, Long]],
@@ -97,6 +106,57 @@ class HdfsCheckpointSuite extends AnyFunSuite with BeforeAndAfterAll {
     assert(base < 10, snapshots)
     (1 to base).foreach(v => assert(hdfs.fs.delete(new Path(root, s"0/0/$v.journal"), false)))
     for (v <- base to 10) assert(load(root, v) === states(v), s"version $v")
+  }
+
+  test("a store's journal opens on HDFS while its batch runs, and its commit publishes that file; an abort or an unload leaves no temp file") {
+    val root = newRoot()
+    withProvider(root) { p =>
+      val rnd = new Random(11)
+      val states = commitBatches(p, rnd, Seq(Map.empty), 1)
+      val s = p.getStore(1)
+      val temp = eventually(timeout(30.seconds)) {
+        val t = tempFiles(root)
+        assert(t.size === 1 && t.head.startsWith(".2.journal."), files(root))
+        t.head
+      }
+      val early = fileId(new Path(storeDir(root), temp))
+      val next = randomBatch(s, rnd, states.last)
+      assert(s.commit() === 2)
+      assert(files(root) === journals(1 to 2))
+      assert(fileId(new Path(storeDir(root), "2.journal")) === early, "the journal is the file opened early, renamed")
+      assert(load(root, 2) === next)
+
+      val aborted = p.getStore(2)
+      eventually(timeout(30.seconds))(assert(tempFiles(root).size === 1))
+      randomBatch(aborted, rnd, next)
+      aborted.abort()
+      eventually(timeout(30.seconds))(assert(files(root) === journals(1 to 2)))
+
+      p.getStore(2)
+      eventually(timeout(30.seconds))(assert(tempFiles(root).size === 1))
+      p.close()
+      eventually(timeout(30.seconds))(assert(files(root) === journals(1 to 2)))
+      assert(load(root, 2) === next)
+    }
+  }
+
+  test("a journal that cannot open early (the datanode down) is opened again at commit") {
+    val root = newRoot()
+    withProvider(root) { p =>
+      val rnd = new Random(12)
+      val states = commitBatches(p, rnd, Seq(Map.empty), 1)
+      val s = hdfs.withDataNodeDown {
+        val s = p.getStore(1)
+        // Created, but its header cannot reach a datanode: the early file is deleted.
+        Thread.sleep(2000)
+        s
+      }
+      eventually(timeout(30.seconds))(assert(files(root) === journals(1 to 1)))
+      val next = randomBatch(s, rnd, states.last)
+      assert(s.commit() === 2)
+      assert(files(root) === journals(1 to 2))
+      assert(load(root, 2) === next)
+    }
   }
 
   test("a commit with the datanode down publishes nothing; after it returns the batch commits and every version reloads exactly") {
