@@ -42,6 +42,8 @@ import spillstore.tiered.{Lease, TieredState}
  *    maintenance thread) frees the live state, or, if a task owns it, leaves that to the task,
  *    between its calls; a store still open fails its next call instead of touching freed memory.
  *  - Relief rounds of the executor's memory manager spill the live state only while it is idle.
+ *  - On remote storage a pool thread opens a write store's journal file while its batch runs
+ *    (`checkpoint.EarlyFile`); it touches that file only, and the commit takes it.
  * Which live state, at which version, with which batch open: `LiveSlot`, changed only under
  * the provider's monitor.
  */
