@@ -351,7 +351,8 @@ class AuditRecord(NamedTuple):
     ``open``, ``delete``, ``listStatus``, ``getfileinfo``, ``mkdirs``, ``rename``, or
     ``rename (options=[OVERWRITE])`` for the rename that replaces its target, ...), the paths it
     names (``dst`` only for a rename; both absolute, no scheme), whether it was allowed (a call
-    that failed otherwise, e.g. on a missing file, is not in the log), and when it completed."""
+    that failed otherwise, e.g. a create of an existing file, is not in the log; a getfileinfo
+    of a missing path did not fail), and when it completed."""
     time_ms: int  # epoch milliseconds
     allowed: bool
     cmd: str
@@ -360,8 +361,8 @@ class AuditRecord(NamedTuple):
 
 
 def parse_audit_log(text: str) -> list[AuditRecord]:
-    """The records of ``MiniHdfsMain``'s audit log, in file order (the order the calls
-    completed in); a last line still being written is left out."""
+    """The records of ``MiniHdfsMain``'s audit log, in file order (a call that returned
+    before another one started comes first); a last line still being written is left out."""
     records = []
     for line in text.splitlines(keepends=True):
         if not line.endswith("\n"):
@@ -387,8 +388,8 @@ class HdfsServer:
     _proc: subprocess.Popen[str]
 
     def audit_records(self) -> list[AuditRecord]:
-        """Every namenode call audited so far, in the order they completed (each is written
-        before the call returns to its client)."""
+        """Every namenode call audited so far, in file order (each is written before the call
+        returns to its client)."""
         return parse_audit_log(self.audit_log.read_text(encoding="utf-8"))
 
     def spark_conf(self) -> dict[str, str]:

@@ -63,9 +63,10 @@ object MiniHdfsMain {
 /**
  * The namenode's audit log (Hadoop's `FSNamesystem.audit` logger, at INFO: the default audit
  * logger writes nothing below it), appended to a file and flushed per event, so that a reader
- * sees every call that has returned. Written synchronously by the RPC handler threads (neither
- * Hadoop line makes it asynchronous by default), so the file's order is the order the calls
- * completed in. Through log4j2's API, which Spark binds slf4j to on every line.
+ * sees every call that has returned. Written synchronously by the RPC handler threads before
+ * they answer (neither Hadoop line makes it asynchronous by default), so a call that returned
+ * before another one started comes first. Through log4j2's API, which Spark binds slf4j to on
+ * every line.
  *
  * | state    | owner                                                    |
  * |----------|----------------------------------------------------------|
