@@ -346,12 +346,51 @@ def s3_server(tmp: Path) -> Iterator[S3Server]:
 # HDFS
 
 
+class AuditRecord(NamedTuple):
+    """One namenode call of the HDFS audit log: ``cmd`` as Hadoop names it (``create``,
+    ``open``, ``delete``, ``listStatus``, ``getfileinfo``, ``mkdirs``, ``rename``, or
+    ``rename (options=[OVERWRITE])`` for the rename that replaces its target, ...), the paths it
+    names (``dst`` only for a rename; both absolute, no scheme), whether it was allowed (a call
+    that failed otherwise, e.g. a create of an existing file, is not in the log; a getfileinfo
+    of a missing path did not fail), and when it completed."""
+    time_ms: int  # epoch milliseconds
+    allowed: bool
+    cmd: str
+    src: str | None
+    dst: str | None
+
+
+def parse_audit_log(text: str) -> list[AuditRecord]:
+    """The records of ``MiniHdfsMain``'s audit log, in file order (a call that returned
+    before another one started comes first); a last line still being written is left out."""
+    records = []
+    for line in text.splitlines(keepends=True):
+        if not line.endswith("\n"):
+            break
+        millis, *fields = line.rstrip("\n").split("\t")
+        values = dict(f.partition("=")[::2] for f in fields)
+        src, dst = (None if values.get(k, "null") == "null" else values[k]
+                    for k in ("src", "dst"))
+        records.append(AuditRecord(int(millis), values["allowed"] == "true", values["cmd"],
+                                   src, dst))
+    return records
+
+
 @dataclass
 class HdfsServer:
-    """A one-datanode MiniDFSCluster in a JVM of its own (``MiniHdfsMain``)."""
+    """A one-datanode MiniDFSCluster in a JVM of its own (``MiniHdfsMain``), with the namenode's
+    audit log in ``audit_log``: one line per namenode call (create, open, rename, delete,
+    listStatus, getfileinfo, mkdirs, ...). Calls the namenode does not audit are not in it,
+    among them a write's block calls (addBlock, complete) and the datanode's calls."""
     uri: str  # hdfs://localhost:<port>
     pid: int  # the JVM's, the leader of its process group
+    audit_log: Path
     _proc: subprocess.Popen[str]
+
+    def audit_records(self) -> list[AuditRecord]:
+        """Every namenode call audited so far, in file order (each is written before the call
+        returns to its client)."""
+        return parse_audit_log(self.audit_log.read_text(encoding="utf-8"))
 
     def spark_conf(self) -> dict[str, str]:
         """What a SparkSession needs for this HDFS beyond its URI: that its client gives up
@@ -388,18 +427,20 @@ class HdfsServer:
 @contextmanager
 def hdfs_server(tmp: Path) -> Iterator[HdfsServer]:
     """Starts ``MiniHdfsMain`` in a JVM in a process group of its own, its ``java.io.tmpdir``
-    (the cluster's storage) ``tmp/hdfs`` and its log ``tmp/hdfs.log``; yields once the namenode
-    and the datanode are up. On exit closes the JVM's stdin, on which it shuts the cluster
-    down and deletes its storage, waits for it (SIGTERM, then SIGKILL if it hangs), and
-    deletes both paths, whatever the block did."""
+    (the cluster's storage) ``tmp/hdfs``, the namenode's audit log ``tmp/hdfs/audit.log`` and
+    its log ``tmp/hdfs.log``; yields once the namenode and the datanode are up. On exit closes
+    the JVM's stdin, on which it shuts the cluster down and deletes its storage, waits for it
+    (SIGTERM, then SIGKILL if it hangs), and deletes both paths, whatever the block did."""
     java_tmp = tmp / "hdfs"
     java_tmp.mkdir(parents=True)
+    audit_log = java_tmp / "audit.log"
     log = tmp / "hdfs.log"
     java = Path(os.environ["JAVA_HOME"], "bin", "java") if "JAVA_HOME" in os.environ else "java"
     with log.open("w") as err:
         proc = subprocess.Popen(
             [str(java), "-Xmx1g", "-XX:-UsePerfData", f"-Djava.io.tmpdir={java_tmp}",
-             "-cp", _sbt_file("hdfs-classpath"), "spillstore.checkpoint.MiniHdfsMain"],
+             "-cp", _sbt_file("hdfs-classpath"), "spillstore.checkpoint.MiniHdfsMain",
+             str(audit_log)],
             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=err, text=True,
             start_new_session=True)
     try:
@@ -414,7 +455,7 @@ def hdfs_server(tmp: Path) -> Iterator[HdfsServer]:
         if not line.startswith("hdfs "):
             raise RuntimeError(f"MiniHdfsMain did not start (exit {proc.poll()}, said {line!r}):"
                                f"\n{log.read_text()[-4000:]}")
-        yield HdfsServer(line.split(" ", 1)[1], proc.pid, proc)
+        yield HdfsServer(line.split(" ", 1)[1], proc.pid, audit_log, proc)
     finally:
         try:
             if proc.stdin is not None:

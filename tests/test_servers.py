@@ -1,7 +1,7 @@
 """The end-to-end tests' storage servers (``servers.py``): a parquet batch written and read on
 s3a:// (moto) and on hdfs:// (MiniDFSCluster) from one PySpark session in a JVM of its own
-(``jobs/servers_batch.py``), the S3 request counter, both fault switches, and that a server
-leaves no process and no file behind.
+(``jobs/servers_batch.py``), the S3 request counter, the HDFS audit log, both fault switches,
+and that a server leaves no process and no file behind.
 
 | state                  | owner                                                          |
 |------------------------|----------------------------------------------------------------|
@@ -18,6 +18,7 @@ import shutil
 import subprocess
 import sys
 import time
+from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -145,6 +146,29 @@ def test_hdfs_write_read(hdfs: servers.HdfsServer, batch: BatchJob) -> None:
     assert hdfs.uri.startswith("hdfs://localhost:")
     assert batch.run("write", f"{hdfs.uri}/written")["ok"]
     assert_read_back(batch.run("read", f"{hdfs.uri}/written"))
+
+
+def test_hdfs_audit_log_has_each_written_file_created_then_renamed_to_its_name(
+        hdfs: servers.HdfsServer, batch: BatchJob) -> None:
+    before = len(hdfs.audit_records())
+    assert batch.run("write", f"{hdfs.uri}/audited")["ok"]
+    records = [r for r in hdfs.audit_records()[before:] if r.allowed]
+    print(f"namenode calls of a 2-file parquet write ({len(records)}): "
+          f"{Counter(r.cmd for r in records)}")
+    created = [(i, r.src) for i, r in enumerate(records)
+               if r.cmd == "create" and r.src and r.src.endswith(".parquet")]
+    assert len(created) == 2, records
+    # The committer writes each file in its task's attempt dir and renames it (or a dir it is
+    # in) to its place in the table: follow the renames after its create.
+    for i, path in created:
+        assert path.startswith("/audited/_temporary/"), path
+        for r in records[i + 1:]:
+            if r.cmd.startswith("rename") and r.src and r.dst and (
+                    path == r.src or path.startswith(r.src + "/")):
+                path = r.dst + path[len(r.src):]
+        assert path == f"/audited/{path.rsplit('/', 1)[1]}", (path, records)
+    assert any(r.cmd == "create" and r.src == "/audited/_SUCCESS" for r in records), records
+    assert any(r.cmd == "delete" and r.src == "/audited/_temporary" for r in records), records
 
 
 def test_hdfs_datanode_down_fails_a_read_and_the_next_succeeds(hdfs: servers.HdfsServer,

@@ -1,10 +1,17 @@
 package spillstore.checkpoint
 
-import java.io.{BufferedReader, InputStreamReader}
+import java.io.{BufferedReader, File, InputStreamReader, PrintWriter}
 import java.nio.charset.StandardCharsets
+
+import org.apache.logging.log4j.{Level, LogManager}
+import org.apache.logging.log4j.core.{LogEvent, LoggerContext}
+import org.apache.logging.log4j.core.appender.AbstractAppender
+import org.apache.logging.log4j.core.config.{LoggerConfig, Property}
 
 /**
  * [[MiniHdfs]] in a JVM of its own, for the Python tests (tests/servers.py, `hdfs_server`).
+ * `MiniHdfsMain <audit log>` writes the namenode's audit log to that file, one event a line,
+ * `<epoch millis>\t<audit message>` (see [[AuditFile]]).
  * Prints `hdfs <namenode URI>` on a line of its own once the cluster is up, then reads commands
  * from stdin, one a line, and answers each on stdout when it is done:
  *   `datanode down`  stops the datanode (answer `datanode down`) until `datanode up` (answer
@@ -28,7 +35,8 @@ object MiniHdfsMain {
   }
 
   def main(args: Array[String]): Unit = {
-    val hdfs = MiniHdfs.start()
+    val hdfs = MiniHdfs.start() // after Spark's log4j setup, which would drop the audit logger
+    args.headOption.foreach(path => AuditFile.attach(new File(path)))
     Runtime.getRuntime.addShutdownHook(new Thread(() => stop(hdfs), "minihdfs-stop"))
     val in = new BufferedReader(new InputStreamReader(System.in, StandardCharsets.UTF_8))
     def answer(line: String): Unit = {
@@ -49,5 +57,42 @@ object MiniHdfsMain {
     }
     stop(hdfs)
     System.exit(0) // Hadoop's non-daemon threads would keep the JVM alive after main
+  }
+}
+
+/**
+ * The namenode's audit log (Hadoop's `FSNamesystem.audit` logger, at INFO: the default audit
+ * logger writes nothing below it), appended to a file and flushed per event, so that a reader
+ * sees every call that has returned. Written synchronously by the RPC handler threads before
+ * they answer (neither Hadoop line makes it asynchronous by default), so a call that returned
+ * before another one started comes first. Through log4j2's API, which Spark binds slf4j to on
+ * every line.
+ *
+ * | state    | owner                                                    |
+ * |----------|----------------------------------------------------------|
+ * | `out`    | [[append]], synchronized (the namenode's handler threads) |
+ */
+private final class AuditFile(file: File)
+    extends AbstractAppender("minihdfs-audit", null, null, true, Property.EMPTY_ARRAY) {
+  private val out = new PrintWriter(file, StandardCharsets.UTF_8.name)
+
+  override def append(event: LogEvent): Unit = synchronized {
+    out.print(s"${event.getTimeMillis}\t${event.getMessage.getFormattedMessage}\n")
+    out.flush()
+  }
+}
+
+private object AuditFile {
+  private val Logger = "org.apache.hadoop.hdfs.server.namenode.FSNamesystem.audit"
+
+  def attach(file: File): Unit = {
+    val context = LogManager.getContext(false).asInstanceOf[LoggerContext]
+    val appender = new AuditFile(file)
+    appender.start()
+    // Not additive: audit events go to the file only, not to the JVM's log.
+    val logger = new LoggerConfig(Logger, Level.INFO, false)
+    logger.addAppender(appender, Level.INFO, null)
+    context.getConfiguration.addLogger(Logger, logger)
+    context.updateLoggers()
   }
 }
