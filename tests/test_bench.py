@@ -14,7 +14,7 @@ from pathlib import Path
 
 import bench_remote
 import pytest
-from servers import Request
+from servers import AuditRecord, Request
 from spillstore import _bench_runner, bench
 from spillstore.bench import PRESETS, RunResult, classify_failure, format_report, summarize
 from spillstore.cli import main
@@ -352,6 +352,42 @@ def test_state_requests_of_the_whole_run_without_the_commit_before_the_measured(
     assert counted.by_kind["PUT"] == 5 and counted.by_kind["COPY"] == 1
     assert sum(counted.by_kind.values()) == 11
     assert counted.objects_written == 4
+
+
+def test_namenode_calls_follow_renames_and_tree_deletes() -> None:
+    """HDFS: a temp file renamed to its name is one file written; a rename of a directory
+    moves its files; a delete takes what is under its path."""
+    def rec(cmd: str, src: str, dst: str | None = None, allowed: bool = True) -> AuditRecord:
+        return AuditRecord(0, allowed, cmd, f"/{src}", f"/{dst}" if dst else None)
+
+    state = f"{ROOT}/state/0/0"
+    records = [
+        rec("create", f"{ROOT}/commits/.0.tmp"),
+        rec("rename (options=[OVERWRITE])", f"{ROOT}/commits/.0.tmp", f"{ROOT}/commits/0"),
+        rec("getfileinfo", state),
+        rec("create", f"{state}/.2.journal.u.tmp"),
+        rec("rename (options=[OVERWRITE])", f"{state}/.2.journal.u.tmp", f"{state}/2.journal"),
+        rec("create", f"{state}/.3.journal.v.tmp"),
+        rec("delete", f"{state}/.3.journal.v.tmp"),
+        rec("mkdirs", f"{ROOT}/state/0/1/tmp"),
+        rec("create", f"{ROOT}/state/0/1/tmp/a"),
+        rec("create", f"{ROOT}/state/0/1/tmp/b"),
+        rec("rename", f"{ROOT}/state/0/1/tmp", f"{ROOT}/state/0/1/dir"),
+        rec("delete", f"{ROOT}/state/0/1/dir/b"),
+        rec("create", f"{state}/4.journal", allowed=False),
+        rec("open", f"{state}/2.journal"),
+        rec("create", f"{ROOT}/commits/.1.tmp"),
+        rec("rename (options=[OVERWRITE])", f"{ROOT}/commits/.1.tmp", f"{ROOT}/commits/1"),
+    ]
+    counted = bench_remote.count_namenode_calls(
+        records, f"hdfs://localhost:9000/{ROOT}", first_batch=1, last_batch=1, stores=2,
+        run_batches=2)
+    assert counted.measured_only and counted.store_batches == 2
+    assert counted.by_kind == {"getfileinfo": 1, "create": 5, "rename": 2, "delete": 2,
+                               "mkdirs": 1, "open": 1}
+    # 2.journal (its temp file renamed), dir/a (moved with its directory); not the deleted
+    # .3.journal temp, dir/b, nor the refused create.
+    assert counted.objects_written == 2
 
 
 def test_state_request_table_pools_runs_per_provider() -> None:
