@@ -1,10 +1,16 @@
 """Fixtures shared by the end-to-end tests: one SparkSession for the whole run, every
 full (uninterrupted) run of a test query computed once and shared between tests, and the
-runs of every test query with spillstore in a fresh JVM per memory budget."""
+runs of every test query with spillstore in a fresh JVM per memory budget.
+
+| state                                  | owner                                               |
+|----------------------------------------|-----------------------------------------------------|
+| `TMPDIR`, `SPARK_SUBMIT_OPTS`, `SPARK_LAUNCHER_OPTS`, `tempfile.tempdir` | `session_tmp` for the session; a test may override them with its own monkeypatch |
+"""
 
 from __future__ import annotations
 
 import json
+import shutil
 import time
 import zipfile
 from collections.abc import Callable, Iterator
@@ -28,6 +34,26 @@ def write_stand_in_jar(path: Path, line: str, version: str | None = spillstore._
     manifest = "".join(f"{key}: {value}\r\n" for key, value in attributes.items())
     with zipfile.ZipFile(path, "w") as jar:
         jar.writestr("META-INF/MANIFEST.MF", manifest)
+
+
+@pytest.fixture(scope="session", autouse=True)
+def session_tmp(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
+    """The temporary directory of this process (``tempfile``) and of every process the tests
+    start (``harness.use_tmp``), JVMs too, instead of /tmp; the session fails if anything is
+    left in it at the end. A process that kills a JVM, or stops it dead, must give it a directory
+    of its test's own (``harness.run_job`` does): a JVM killed there would leave its files here.
+    /tmp itself is shared with other runs, so nothing left there could be told apart as this
+    session's."""
+    tmp = tmp_path_factory.mktemp("tmp")
+    with pytest.MonkeyPatch.context() as monkeypatch:
+        harness.use_tmp(monkeypatch, tmp)
+        yield tmp
+    # A JVM whose Python driver has just exited may still be deleting its files.
+    deadline = time.monotonic() + 30
+    while (left := sorted(path.name for path in tmp.iterdir())) and time.monotonic() < deadline:
+        time.sleep(0.5)
+    shutil.rmtree(tmp, ignore_errors=True)
+    assert not left, f"the tests left temporary files (in /tmp without session_tmp): {left}"
 
 
 @pytest.fixture

@@ -74,6 +74,30 @@ def use_spark_home(under: Path) -> Path:
     return home
 
 
+# No /tmp/hsperfdata_<user>/<pid> file, which a killed JVM leaves.
+NO_PERF_DATA = "-XX:-UsePerfData"
+
+
+def jvm_tmp_env(tmp: Path) -> dict[str, str]:
+    """Environment variables that put in ``tmp`` the temporary files of a process started with
+    them and of the JVM it starts through spark-submit (PySpark's, ``python -m spillstore``'s):
+    ``TMPDIR`` Python's, ``SPARK_SUBMIT_OPTS`` the driver JVM's ``java.io.tmpdir``, where Spark
+    puts ``spark-*``, ``blockmgr-*`` and ``artifacts-*`` and LZ4, Snappy, zstd and RocksDB unpack
+    their native libraries. ``session_builder``'s ``extraJavaOptions`` follow
+    ``SPARK_SUBMIT_OPTS`` on the JVM's command line, so its ``tmp_dir`` wins.
+    ``SPARK_LAUNCHER_OPTS`` is for the short-lived JVM that builds spark-submit's command."""
+    return {"TMPDIR": str(tmp), "SPARK_SUBMIT_OPTS": f"-Djava.io.tmpdir={tmp} {NO_PERF_DATA}",
+            "SPARK_LAUNCHER_OPTS": NO_PERF_DATA}
+
+
+def use_tmp(monkeypatch: pytest.MonkeyPatch, tmp: Path) -> None:
+    """Until ``monkeypatch`` undoes it, this process' ``tempfile`` and every process it starts
+    keep their temporary files in ``tmp`` (``jvm_tmp_env``)."""
+    for name, value in jvm_tmp_env(tmp).items():
+        monkeypatch.setenv(name, value)
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp))
+
+
 def session_builder(master: str = "local[2]", partitions: int = 2,
                     tmp_dir: Path | None = None, **options: Any) -> Any:
     """The tests' SparkSession builder with spillstore configured (``options`` are spillstore
@@ -86,8 +110,7 @@ def session_builder(master: str = "local[2]", partitions: int = 2,
     there, so a job run by ``run_job`` leaves nothing in /tmp even when it is killed."""
     from pyspark.sql import SparkSession
 
-    # -XX:-UsePerfData: no /tmp/hsperfdata_<user>/<pid> file, which a killed JVM leaves.
-    java_tmp = f"-Djava.io.tmpdir={tmp_dir or tempfile.gettempdir()} -XX:-UsePerfData"
+    java_tmp = f"-Djava.io.tmpdir={tmp_dir or tempfile.gettempdir()} {NO_PERF_DATA}"
     # Python workers (applyInPandasWithState) must run this interpreter, which has spillstore,
     # pandas and pyarrow. pyspark's default is whatever `python3` is first on PATH, and the
     # `spark.pyspark.python` conf does not change that for a local session started from Python.
@@ -521,14 +544,14 @@ def run_job(args: Sequence[str], workdir: Path, timeout_s: float,
     unless given), ``cwd``
     is where it runs (this process' directory by default).
 
-    The job runs in a process group of its own with ``TMPDIR=<workdir>/tmp``: its Python's
-    temporary files, and through ``session_builder`` its JVM's (Spark's local dirs, cold
-    tiers, unpacked native libraries), go there. Whatever happens (normal end, timeout, the
+    The job runs in a process group of its own with its temporary files, its Python's and its
+    JVM's (Spark's local dirs, cold tiers, unpacked native libraries), in ``<workdir>/tmp``
+    (``jvm_tmp_env``). Whatever happens (normal end, timeout, the
     test interrupted), the group is SIGKILLed if still alive and ``<workdir>/tmp`` is
     deleted. A timeout raises AssertionError with the end of the job's stderr."""
     tmp = workdir / "tmp"
     tmp.mkdir(parents=True, exist_ok=True)
-    merged = {**os.environ, "PYSPARK_PYTHON": sys.executable, **(env or {}), "TMPDIR": str(tmp)}
+    merged = {**os.environ, "PYSPARK_PYTHON": sys.executable, **(env or {}), **jvm_tmp_env(tmp)}
     proc = subprocess.Popen([*launcher, *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                             text=True, env={k: v for k, v in merged.items() if v is not None},
                             cwd=cwd, start_new_session=True)

@@ -13,6 +13,7 @@ from dataclasses import replace
 from pathlib import Path
 
 import bench_remote
+import harness
 import pytest
 from servers import AuditRecord, Request
 from spillstore import _bench_runner, bench
@@ -265,7 +266,11 @@ def test_all_presets_default_small(monkeypatch: pytest.MonkeyPatch) -> None:
     assert names == ["small", *PRESETS]
 
 
-def test_a_run_past_its_timeout_is_killed_with_its_jvm(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_run_past_its_timeout_is_killed_with_its_jvm(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The killed JVM cannot delete its temporary files: they go to this test's directory.
+    harness.use_tmp(monkeypatch, tmp_path)
     workdirs: list[str] = []
     mkdtemp = tempfile.mkdtemp
 

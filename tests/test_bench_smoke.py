@@ -24,7 +24,7 @@ def test_bench_runs_every_provider_and_writes_json_and_plot(tmp_path: Path) -> N
         [sys.executable, "-m", "spillstore", "bench", "--preset", "small", "--keys", str(KEYS),
          "--rows-per-batch", "1000", "--batches", "2", "--repetitions", "1",
          "--timeout", "240", "--json", str(raw), "--plot", str(chart)],
-        capture_output=True, text=True, timeout=600, env=dict(os.environ, TMPDIR=str(tmp_path)))
+        capture_output=True, text=True, timeout=600, env={**os.environ, **harness.jvm_tmp_env(tmp_path)})
     assert bench.returncode == 0, bench.stdout + bench.stderr[-5000:]
 
     runs = json.loads(raw.read_text())["runs"]
@@ -51,7 +51,7 @@ def test_bench_with_checkpoint_dir_and_restart(tmp_path: Path) -> None:
          "--rows-per-batch", "500", "--batches", "1", "--repetitions", "1",
          "--providers", "spillstore", "--checkpoint-dir", checkpoints.as_uri(), "--restart",
          "--timeout", "120", "--json", str(raw)],
-        capture_output=True, text=True, timeout=300, env=dict(os.environ, TMPDIR=str(tmp_path)))
+        capture_output=True, text=True, timeout=300, env={**os.environ, **harness.jvm_tmp_env(tmp_path)})
     assert bench.returncode == 0, bench.stdout + bench.stderr[-5000:]
 
     (run,) = json.loads(raw.read_text())["runs"]

@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import harness
 import pytest
 from spillstore import _config
 from spillstore.cli import main
@@ -56,7 +57,7 @@ def test_demo_without_jar_says_make_jar(
 
 
 def test_demo_runs_and_reports_spillstore_metrics(tmp_path: Path) -> None:
-    env = dict(os.environ, TMPDIR=str(tmp_path))
+    env = {**os.environ, **harness.jvm_tmp_env(tmp_path)}
     demo = subprocess.run(
         [sys.executable, "-m", "spillstore", "demo", "--batches", "3", "--rows-per-second",
          "2000", "--keys", "1000", "--trigger-seconds", "0.5"],

@@ -49,7 +49,7 @@ def test_kill9_mid_stream_then_restart(
     worker_tmp.mkdir()
     worker = subprocess.Popen([sys.executable, str(WORKER), str(jobs)],
                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                              env={**os.environ, "TMPDIR": str(worker_tmp)})
+                              env={**os.environ, **harness.jvm_tmp_env(worker_tmp)})
     try:
         deadline = time.monotonic() + 300
         while len(_committed(checkpoint)) < target:

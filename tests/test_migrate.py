@@ -125,8 +125,11 @@ def _migrate_cli(checkpoint: Path, workdir: Path, halt_at: str | None = None,
                  kill_after_line: str | None = None) -> subprocess.CompletedProcess[str]:
     """``python -m spillstore migrate`` in a new process group; ``halt_at`` stops its JVM dead
     at that step (spillstore.migrate.haltAt), ``kill_after_line`` kill -9s the whole group
-    when a stdout line starts with it."""
-    env = dict(os.environ)
+    when a stdout line starts with it. The JVM, which may die without cleaning up, keeps its
+    temporary files in ``workdir/jvm-tmp``, deleted at the end."""
+    tmp = workdir / "jvm-tmp"
+    tmp.mkdir(exist_ok=True)
+    env = {**os.environ, **harness.jvm_tmp_env(tmp)}
     if halt_at:
         env["JAVA_TOOL_OPTIONS"] = f"-Dspillstore.migrate.haltAt={halt_at}"
     command = [sys.executable, "-m", "spillstore", "migrate", str(checkpoint), "--idle-seconds",
@@ -148,6 +151,7 @@ def _migrate_cli(checkpoint: Path, workdir: Path, halt_at: str | None = None,
         except ProcessLookupError:
             pass
         proc.wait()
+        shutil.rmtree(tmp, ignore_errors=True)
     stderr = proc.stderr.read() if proc.stderr else ""
     return subprocess.CompletedProcess(command, proc.returncode, "".join(lines), stderr)
 

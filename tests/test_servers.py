@@ -46,11 +46,11 @@ class BatchJob:
         self.tmp = workdir / "tmp"
         self.tmp.mkdir()
         self.stderr = (workdir / "stderr.log").open("w")
-        # TMPDIR: the job's JVM keeps its temp files in the test's dir.
+        # The job's JVM keeps its temp files in the test's dir.
         self.proc = subprocess.Popen(
             [sys.executable, str(harness.JOBS / "servers_batch.py"), str(conf_file)],
             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self.stderr, text=True,
-            env={**os.environ, "PYSPARK_PYTHON": sys.executable, "TMPDIR": str(self.tmp)},
+            env={**os.environ, "PYSPARK_PYTHON": sys.executable, **harness.jvm_tmp_env(self.tmp)},
             start_new_session=True)
 
     def run(self, command: str, url: str) -> dict[str, Any]:

@@ -99,8 +99,8 @@ def live_query(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, s
     """``ui_worker.py`` running a spillstore query with the UI on: its UI address, app id and
     the query's run id."""
     workdir = tmp_path_factory.mktemp("ui")
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join(
-        [str(Path(spillstore.__file__).parent.parent), str(HERE)]))
+    env = {**os.environ, **harness.jvm_tmp_env(workdir), "PYTHONPATH": os.pathsep.join(
+        [str(Path(spillstore.__file__).parent.parent), str(HERE)])}
     log = open(workdir / "worker.log", "w")
     worker = subprocess.Popen(
         [sys.executable, str(harness.JOBS / "ui_worker.py"), str(_free_port()),
