@@ -132,10 +132,11 @@ class HdfsCheckpointSuite extends AnyFunSuite with BeforeAndAfterAll {
       aborted.abort()
       eventually(timeout(30.seconds))(assert(files(root) === journals(1 to 2)))
 
-      p.getStore(2)
+      val unloaded = p.getStore(2)
       eventually(timeout(30.seconds))(assert(tempFiles(root).size === 1))
       p.close()
       eventually(timeout(30.seconds))(assert(files(root) === journals(1 to 2)))
+      unloaded.abort() // its holder frees the live state the unload left to it
       assert(load(root, 2) === next)
     }
   }
