@@ -110,10 +110,48 @@ def test_executor_killed_mid_batch_query_completes_exactly(
             if any(Path(d["path"]).is_relative_to(worker_dir) and d["pid"] not in r["pids_before"]
                    for d in alive):
                 assert not [d for d in before["jvm_dirs"] if d["pid"] == r["pid"]], (
-                    f"killed executor {r['pid']}'s dir outlived its successor's first spill: {before}")
+                    f"killed executor {r['pid']}'s dir outlived its successor's first spill: "
+                    f"{before}")
                 swept += 1
         assert swept, f"no killed executor had a successor that spilled on its worker: {before}"
     # Spark's worker deleted every executor's dirs, the killed ones' included, at the end.
     assert final["jvm_dirs_after_stop"] == [], final["jvm_dirs_after_stop"]
     leftover = [str(p) for p in (tmp_path / "local").rglob("spillstore-*")]
     assert leftover == [], f"{variant}: cold-tier dirs left after the application ended"
+
+
+SPECULATION_JOB = harness.JOBS / "speculation_job.py"
+
+
+@pytest.mark.heavy
+def test_speculative_copy_of_a_slow_stateful_task_output_exact(tmp_path: Path) -> None:
+    """``spark.speculation=true`` on two hosts (speculation_job.py): one task of a session
+    window's stateful stage sleeps, a speculative copy on the other host writes the same
+    state version and succeeds, and the query's output equals the default provider's, with
+    every entry in the cold tier."""
+    slow_batch = 3
+    spec = tmp_path / "spec.json"
+    spec.write_text(json.dumps({"workdir": str(tmp_path), "budget": "1", "shape": "session",
+                                "seed": 31, "slow_batch": slow_batch}))
+    result = harness.run_job([str(SPECULATION_JOB), str(spec)], tmp_path, timeout_s=600)
+    assert result.returncode == 0, result.stdout[-4000:] + result.stderr[-8000:]
+    r = json.loads(result.stdout.strip().splitlines()[-1])
+    assert r["error"] is None, r["error"]
+    assert r["cold_entries_max"] > 0, r
+    assert r["slept"], "no task attempt slept: the marker was never taken"
+    # A speculative copy of the task that slept (in the stage of the state store's operators)
+    # ran on the other host and succeeded; the attempt it copied did not.
+    attempts = r["slept_task_attempts"]
+    won = [a for a in attempts if a["speculative"] and a["status"] == "SUCCESS"]
+    copied = [a for a in attempts if not a["speculative"]]
+    assert len(won) == 1 and len(copied) == 1, f"attempts of task {r['slept']}: {attempts}"
+    assert copied[0]["status"] != "SUCCESS" and copied[0]["host"] != won[0]["host"], attempts
+    assert r["committed"] in (list(range(job.FILES)), list(range(job.FILES + 1))), r["committed"]
+    outputs = harness.read_outputs(tmp_path / "output")
+    expected = harness.read_outputs(tmp_path / "reference")
+    assert sum(len(rows) for rows in expected.values()) > 0, "no output"
+    assert outputs == expected, harness.describe_difference(
+        outputs, expected, "spillstore", "default provider")
+    print(f"speculation: task (stage, partition) {r['slept']} slept; its attempts "
+          f"{attempts}; {r['query_s']} s, batches {r['batch_ms']} ms; "
+          f"{sum(len(v) for v in expected.values())} rows exact")
