@@ -4,13 +4,17 @@ SIGKILLed in the middle of a batch of each; the queries carry on without a resta
     python tests/jobs/executor_loss_job.py SPEC.json
 
 SPEC.json: ``{"workdir", "budget" (a spillstore memoryBudget, or null for the default),
-"trials": [{"shape", "seed"}]}``. Every trial writes its input (``input_batches(seed)``) into
-``<workdir>/<i>/input``, runs its query with ``availableNow`` and ``maxFilesPerTrigger=1``
-(file i is batch i), kills one executor once at least ``kill_after`` batches are committed
-and a job of the next one is running, and writes each batch's rows to ``<workdir>/<i>/output``
-(``harness.batch_writer``). The last stdout line is a JSON report of the kills: which
-executor and process, what Spark recorded about it, and the cold-tier directories on disk.
-The test (test_executor_loss.py) compares the outputs with ``expected_outputs``.
+"trials": [{"shape", "seed"}]}``. Every trial writes its input (``inputs(shape, seed)``) into
+``<workdir>/<i>/input/<source>``, runs its query with ``availableNow`` and
+``maxFilesPerTrigger=1`` (file i of each source is batch i), kills one executor once at least
+``kill_after`` batches are committed and a job of the next one is running, and writes each
+batch's rows to ``<workdir>/<i>/output`` (``harness.batch_writer``). Shapes whose exact output
+plain Python does not model (``REFERENCE_SHAPES``: session windows and a stream-stream join,
+whose output depends on the watermark) first run without a kill with Spark's default provider
+into ``<workdir>/<i>/reference``. The last stdout line is a JSON report of the kills: which
+executor and process, what Spark recorded about it, and spillstore's per-JVM directories on
+disk at the end of the trial and after the application stopped. The test
+(test_executor_loss.py) compares the outputs with ``expected_outputs`` or the reference.
 """
 
 from __future__ import annotations
@@ -22,6 +26,7 @@ import signal
 import sys
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -31,11 +36,20 @@ import harness  # noqa: E402
 import spillstore  # noqa: E402
 
 SCHEMA = "id LONG, key STRING, value LONG"
+EVENTS_SCHEMA = "id LONG, key STRING, value LONG, t LONG"
 FILES = 7
 ROWS_PER_FILE = 10_000
 IDS = 30_000  # drawn with repetition: about a third of a batch's ids were seen before
 KEYS = 3_000
-SHAPES = ("agg", "dedup_agg")
+SHAPES = ("agg", "dedup_agg", "session", "join")
+# Compared with a run of the default provider, not with plain Python.
+REFERENCE_SHAPES = ("session", "join")
+# Event time: batch b's rows are in [b * STEP_S, b * STEP_S + SPREAD_S) seconds, so every batch
+# has rows behind the watermark (10 s behind the max event time) and sessions and join ranges
+# that span batches.
+STEP_S = 20
+SPREAD_S = 35
+JOIN_KEYS = 2_000
 EXECUTOR_CLASS = "org.apache.spark.executor.CoarseGrainedExecutorBackend"
 
 
@@ -50,11 +64,36 @@ def input_batches(seed: int) -> list[list[tuple[int, str, int]]]:
     ]
 
 
+def inputs(shape: str, seed: int) -> dict[str, tuple[str, list[list[tuple[Any, ...]]]]]:
+    """Source name -> (schema, FILES batches of rows) of a shape."""
+    if shape not in REFERENCE_SHAPES:
+        return {"events": (SCHEMA, input_batches(seed))}
+    rnd = random.Random(seed)
+
+    def timed(b: int) -> int:
+        return b * STEP_S + rnd.randrange(SPREAD_S)
+
+    if shape == "session":
+        return {"events": (EVENTS_SCHEMA, [
+            [(i, f"k{rnd.randrange(KEYS)}", i % 97, timed(b))
+             for i in range(b * ROWS_PER_FILE, (b + 1) * ROWS_PER_FILE)]
+            for b in range(FILES)])}
+    half = ROWS_PER_FILE // 2
+    return {
+        "impressions": ("imp_id LONG, imp_key STRING, t LONG", [
+            [(i, f"k{rnd.randrange(JOIN_KEYS)}", timed(b)) for i in range(b * half, (b + 1) * half)]
+            for b in range(FILES)]),
+        "clicks": ("click_id LONG, click_key STRING, t LONG", [
+            [(i, f"k{rnd.randrange(JOIN_KEYS)}", timed(b)) for i in range(b * half, (b + 1) * half)]
+            for b in range(FILES)]),
+    }
+
+
 def expected_outputs(shape: str, batches: list[list[tuple[int, str, int]]]) -> harness.Outputs:
     """What each batch of the update-mode query outputs, computed in plain Python: every key
     the batch changed, with its count and sum over all batches so far (after dropping ids seen
     before, for ``dedup_agg``)."""
-    assert shape in SHAPES
+    assert shape in SHAPES and shape not in REFERENCE_SHAPES
     state: dict[str, list[int]] = {}
     seen: set[int] = set()
     out: harness.Outputs = {}
@@ -76,10 +115,33 @@ def expected_outputs(shape: str, batches: list[list[tuple[int, str, int]]]) -> h
     return out
 
 
-def query(spark: Any, shape: str, input_dir: Path) -> Any:
+def output_mode(shape: str) -> str:
+    return "append" if shape in REFERENCE_SHAPES else "update"
+
+
+def query(spark: Any, shape: str, sources: dict[str, tuple[Path, str]]) -> Any:
+    """The shape's query over ``sources`` (source name -> (input dir, schema))."""
     from pyspark.sql import functions as F
 
-    df = spark.readStream.schema(SCHEMA).option("maxFilesPerTrigger", 1).json(str(input_dir))
+    streams = {
+        source: spark.readStream.schema(schema).option("maxFilesPerTrigger", 1).json(str(path))
+        for source, (path, schema) in sources.items()
+    }
+    if shape == "session":
+        return (
+            streams["events"].withColumn("ts", F.timestamp_seconds("t"))
+            .withWatermark("ts", "10 seconds")
+            .groupBy(F.session_window("ts", "5 seconds"), "key")
+            .agg(F.count("*").alias("n"), F.sum("value").alias("total"))
+        )
+    if shape == "join":
+        imps = streams["impressions"].withColumn("imp_ts", F.timestamp_seconds("t")).drop("t")
+        clicks = streams["clicks"].withColumn("click_ts", F.timestamp_seconds("t")).drop("t")
+        return imps.withWatermark("imp_ts", "10 seconds").join(
+            clicks.withWatermark("click_ts", "10 seconds"),
+            F.expr("imp_key = click_key AND click_ts >= imp_ts "
+                   "AND click_ts <= imp_ts + interval 10 seconds"))
+    df = streams["events"]
     if shape == "dedup_agg":
         df = df.dropDuplicates(["id"])  # no watermark: the dedup state only grows
     return df.groupBy("key").agg(F.count("*").alias("n"), F.sum("value").alias("total"))
@@ -190,29 +252,74 @@ def killer(spark: Any, checkpoint: Path, local_dir: Path, rnd: random.Random,
     report["committed_at_kill"] = harness.committed_batches(checkpoint)
     os.kill(pid, signal.SIGKILL)
     report.update(victim=victim, pid=pid, killed_at=time.time())
+    # What it had in its cold tiers, which no shutdown hook of its own deletes now.
+    report["victim_cold_dirs_at_kill"] = sum(len(cold_dirs(Path(r)))
+                                             for r in report["local_roots"])
+
+
+def start(spark: Any, shape: str, sources: dict[str, tuple[Path, str]], checkpoint: Path,
+          output: Path, build: Callable[..., Any] = query,
+          before_batch: Callable[[int], None] | None = None) -> Any:
+    """Starts ``build(spark, shape, sources)`` (by default the shape's ``query``)."""
+    output.mkdir(parents=True)
+    return (
+        build(spark, shape, sources).writeStream.outputMode(output_mode(shape))
+        .foreachBatch(harness.batch_writer(output, before_batch=before_batch))
+        .option("checkpointLocation", str(checkpoint))
+        .trigger(availableNow=True)
+        .start()
+    )
+
+
+def run_reference(spark: Any, shape: str, sources: dict[str, tuple[Path, str]],
+                  trial_dir: Path, build: Callable[..., Any] = query) -> None:
+    """The shape's query (see ``start``) without a kill, its state kept by Spark's default
+    provider."""
+    spark.conf.set(harness.PROVIDER_CONF, harness.DEFAULT)
+    try:
+        handle = start(spark, shape, sources, trial_dir / "reference-checkpoint",
+                       trial_dir / "reference", build)
+        if not handle.awaitTermination(harness.QUERY_TIMEOUT_S):
+            handle.stop()
+            raise TimeoutError(f"reference run not finished after {harness.QUERY_TIMEOUT_S} s")
+        if handle.exception() is not None:
+            raise RuntimeError(f"reference run failed: {handle.exception()}")
+    finally:
+        spark.conf.set(harness.PROVIDER_CONF, harness.SPILLSTORE)
+
+
+def jvm_dirs(local_dir: Path) -> list[dict[str, Any]]:
+    """spillstore's per-JVM directories (``<parent>/jvm-<pid>-<random>``, LocalDirs.scala) under
+    ``local_dir``: where, whose process, and whether it still runs."""
+    found = []
+    for d in sorted(local_dir.rglob("jvm-*")):
+        if d.is_dir():
+            pid = int(d.name.split("-")[1])
+            found.append({"path": str(d), "pid": pid, "alive": not _gone(pid, timeout_s=0),
+                          "cold_dirs": len(cold_dirs(d))})
+    return found
 
 
 def run_trial(spark: Any, trial_dir: Path, shape: str, seed: int, local_dir: Path
               ) -> dict[str, Any]:
     rnd = random.Random(seed)
-    input_dir, checkpoint, output = (trial_dir / d for d in ("input", "checkpoint", "output"))
-    harness.write_batches(input_dir, SCHEMA, input_batches(seed), range(FILES))
-    output.mkdir(parents=True)
+    checkpoint, output = trial_dir / "checkpoint", trial_dir / "output"
+    sources = {}
+    for source, (schema, batches) in inputs(shape, seed).items():
+        sources[source] = (trial_dir / "input" / source, schema)
+        harness.write_batches(sources[source][0], schema, batches, range(FILES))
+    if shape in REFERENCE_SHAPES:
+        run_reference(spark, shape, sources, trial_dir)
     report: dict[str, Any] = {
         "shape": shape, "seed": seed, "kill_after": rnd.randint(1, FILES - 3),
         "delay_s": round(rnd.uniform(0, 0.4), 3),
-        "executors_before": sorted(executor_processes(spark.sparkContext.applicationId)),
     }
+    before = executor_processes(spark.sparkContext.applicationId)
+    report.update(executors_before=sorted(before), pids_before=sorted(before.values()))
     stop = threading.Event()
     thread = threading.Thread(target=killer, args=(spark, checkpoint, local_dir, rnd, report, stop))
     started = time.monotonic()
-    handle = (
-        query(spark, shape, input_dir).writeStream.outputMode("update")
-        .foreachBatch(harness.batch_writer(output))
-        .option("checkpointLocation", str(checkpoint))
-        .trigger(availableNow=True)
-        .start()
-    )
+    handle = start(spark, shape, sources, checkpoint, output)
     thread.start()
     error = None
     try:
@@ -240,8 +347,10 @@ def run_trial(spark: Any, trial_dir: Path, shape: str, seed: int, local_dir: Pat
     report["spark_executors"] = spark_executors(spark)
     report["executors_after"] = sorted(executor_processes(spark.sparkContext.applicationId))
     report["cold_dirs"] = cold_dirs(local_dir)
-    # What the dead executor left on disk: its local root, with its cold tiers, until the
-    # worker deletes the application's directories when the application ends.
+    report["jvm_dirs"] = jvm_dirs(local_dir)
+    # What the dead executor left on disk: its local root (Spark's block manager dir, and
+    # spillstore's per-JVM dir until an executor started later on its worker spills), until
+    # the worker deletes the application's directories when the application ends.
     report["victim_roots_left"] = {r: {"bytes": du(r), "cold_dirs": len(cold_dirs(Path(r)))}
                                    for r in report.get("local_roots", []) if Path(r).exists()}
     return report
@@ -250,15 +359,16 @@ def run_trial(spark: Any, trial_dir: Path, shape: str, seed: int, local_dir: Pat
 def _gone(pid: int, timeout_s: float = 30) -> bool:
     """The process no longer runs (reaped, or a zombie its parent has not reaped yet)."""
     deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
+    while True:
         try:
             state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
         except OSError:
             return True
         if state in ("Z", "X"):
             return True
+        if time.monotonic() >= deadline:
+            return False
         time.sleep(0.1)
-    return False
 
 
 def main(spec_file: str) -> int:
@@ -284,9 +394,13 @@ def main(spec_file: str) -> int:
             report = run_trial(spark, workdir / str(n), trial["shape"], trial["seed"], local_dir)
             print(json.dumps(report), file=sys.stderr, flush=True)
             reports.append(report)
+        before_stop = {"executors": executor_processes(spark.sparkContext.applicationId),
+                       "jvm_dirs": jvm_dirs(local_dir)}
     finally:
         spark.stop()
-    print(json.dumps({"trials": reports}))
+    # The worker deletes the application's directories when it sees the application end.
+    print(json.dumps({"trials": reports, "before_stop": before_stop,
+                      "jvm_dirs_after_stop": jvm_dirs(local_dir)}))
     return 0
 
 

@@ -37,6 +37,7 @@ import spillstore.metrics.ExecutorStats
  * | `owned` (parent -> our dir) | [[jvmDirUnder]]; the shutdown hook        | any, under `owned` |
  * | our dir and its lock        | [[jvmDirUnder]]: created, locked, checked | any, under `owned` |
  * | dead JVMs' sibling dirs     | [[jvmDirUnder]] sweeps once per parent    | any, under `owned` |
+ * | (and under sibling roots)   | (and the same parent in sibling `spark-*`)|                    |
  * | our dirs at normal exit     | the shutdown hook deletes them            | hook, under `owned`|
  * | sizes for metrics           | [[bytesOnDisk]] reads (a copy of `owned`) | any                |
  * |                             | (registered with `ExecutorStats` at init) |                    |
@@ -52,6 +53,7 @@ import spillstore.metrics.ExecutorStats
 object LocalDirs extends Logging {
   val LockFileName = "jvm.lock"
   private val Prefix = "jvm-"
+  private val SparkRootPrefix = "spark-"
 
   /** The hint every local-dir error ends with. */
   val ConfHint: String = "check spark.local.dir / SPARK_LOCAL_DIRS or " +
@@ -94,7 +96,7 @@ object LocalDirs extends Logging {
           shutdownHook
           val o = claim(key)
           owned(key) = o
-          sweep(key)
+          (key +: siblingParents(key)).foreach(sweep)
           o.dir
       }
     }
@@ -171,6 +173,22 @@ object LocalDirs extends Logging {
     val lock = try channel.tryLock() catch { case NonFatal(e) => channel.close(); throw e }
     if (lock != null && Files.exists(lockFile)) Some(new Owned(dir, channel, lock))
     else { channel.close(); None } // a sweep won: it deletes the dir
+  }
+
+  /**
+   * Where else dead JVMs' dirs of the same application may be: Spark gives each executor a local
+   * root of its own, `<dir>/spark-<uuid>` (on a standalone worker `<dir>` is the application's
+   * dir on that worker), so the default parent `<root>/spillstore` of an executor that replaces
+   * a killed one is never the killed one's. The same subdirectory of the sibling `spark-*`
+   * roots; none when `parent` is not in such a root.
+   */
+  private def siblingParents(parent: File): Seq[File] = {
+    val root = parent.getParentFile
+    if (root == null || !root.getName.startsWith(SparkRootPrefix)) Nil
+    else Option(root.getParentFile).flatMap(d => Option(d.listFiles())).toSeq.flatten
+      .filter(r => r.getName.startsWith(SparkRootPrefix) && r.getName != root.getName)
+      .map(r => new File(r, parent.getName))
+      .filter(_.isDirectory)
   }
 
   /** Deletes sibling per-JVM dirs whose lock is free (their JVM is gone); logs what it reclaimed. */

@@ -4,13 +4,16 @@ import java.io.File
 import java.nio.file.Files
 import java.util.concurrent.TimeUnit
 
+import scala.collection.mutable.ArrayBuffer
+
 import org.apache.commons.io.FileUtils
 import org.apache.commons.io.filefilter.{FalseFileFilter, TrueFileFilter}
 import org.scalatest.funsuite.AnyFunSuite
 
 /**
  * Cold tiers left by other JVMs under a shared parent: a killed JVM's are reclaimed by the next
- * JVM's first cold tier there; a live JVM's are never touched; a normal exit removes its own.
+ * JVM's first cold tier there (or, in Spark's per-JVM `spark-*` roots, in a sibling root); a live
+ * JVM's are never touched; a normal exit removes its own.
  */
 class LocalDirsSweepSuite extends AnyFunSuite {
 
@@ -67,6 +70,36 @@ class LocalDirsSweepSuite extends AnyFunSuite {
       assert(ChildJvm.exit(child) == 0)
       assert(!childDir.exists(), s"a normally exiting JVM left its unclosed cold tier $childDir")
       mine
+    }
+  }
+
+  test("a SIGKILLed executor's cold tier in its own spark-* root is deleted at the next " +
+    "executor's first cold tier in a sibling root; a live one's is not touched") {
+    // <app dir>/spark-<uuid>/spillstore: each executor's default parent on a standalone worker
+    val root = Files.createTempDirectory("spillstore-sweep").toFile
+    val children = ArrayBuffer.empty[Process]
+    var mine: ColdTier = null
+    try {
+      val (dead, deadDir) = startHolder(new File(root, "spark-dead/spillstore"))
+      children += dead
+      val (live, liveDir) = startHolder(new File(root, "spark-live/spillstore"))
+      children += live
+      val (other, otherDir) = startHolder(new File(root, "other/spillstore"))
+      children += other
+      val liveBefore = listing(liveDir)
+      dead.destroyForcibly()
+      other.destroyForcibly()
+      assert(dead.waitFor(30, TimeUnit.SECONDS) && dead.exitValue() == 137)
+      assert(other.waitFor(30, TimeUnit.SECONDS) && other.exitValue() == 137)
+      mine = ColdTier.create(new File(root, "spark-next/spillstore"), "next")
+      assert(!deadDir.getParentFile.exists(),
+        s"the killed executor's dir ${deadDir.getParentFile} is still there")
+      assert(live.isAlive && listing(liveDir) == liveBefore, s"$liveDir was changed")
+      assert(otherDir.isDirectory, s"$otherDir is not in a spark-* root: not ours to sweep")
+    } finally {
+      children.foreach(ChildJvm.stop)
+      if (mine != null) mine.close()
+      FileUtils.deleteQuietly(root)
     }
   }
 
