@@ -59,8 +59,8 @@ def summarize(results: Sequence[RunResult]) -> list[Summary]:
         ok = [r for r in runs if r.ok]
         rates = [r.records_per_s for r in ok if r.records_per_s is not None]
         rss = [r.peak_rss_mb for r in ok if r.peak_rss_mb is not None]
-        executor_peak = max((r for r in ok if r.executor_rss_mb is not None),
-                            key=lambda r: r.executor_rss_mb or 0.0, default=None)
+        # The completed run whose executors peaked highest; with none, one that has no peak.
+        executor_peak = max(ok or runs, key=lambda r: r.executor_rss_mb or 0.0)
         summaries.append(Summary(
             preset=preset,
             provider=provider,
@@ -75,12 +75,11 @@ def summarize(results: Sequence[RunResult]) -> list[Summary]:
             gc_share=_median([r.gc_share for r in ok]),
             hit_ratio=_median([r.hit_ratio for r in ok]),
             peak_rss_mb=max(rss, default=None),
-            **({} if executor_peak is None else dict(
-                executor_rss_mb=executor_peak.executor_rss_mb,
-                executor_rss_each_mb=tuple(sorted((executor_peak.executor_rss_each_mb
-                                                   or {}).values())),
-                executor_allotment_mb=executor_peak.executor_allotment_mb,
-                executor_rss_share=executor_peak.executor_rss_share)),
+            executor_rss_mb=executor_peak.executor_rss_mb,
+            executor_rss_each_mb=tuple(sorted((executor_peak.executor_rss_each_mb
+                                               or {}).values())),
+            executor_allotment_mb=executor_peak.executor_allotment_mb,
+            executor_rss_share=executor_peak.executor_rss_share,
             state_rows=tuple(sorted({r.state_rows for r in ok if r.state_rows is not None})),
             failures=tuple(f"rep {r.repetition}: {r.failure}" for r in runs if not r.ok),
         ))
