@@ -315,8 +315,8 @@ def test_executor_columns_show_the_run_with_the_highest_peak() -> None:
     assert (rocks.executor_rss_mb, rocks.executor_rss_share) == (915.0, 0.6499)
     lines = format_report(PRESETS["small"], [spill, rocks],
                           bench.Cluster(2, 1, 1536, 1024)).splitlines()
-    assert lines[1] == ("tasks on local-cluster[2,1,1536], executor memory 1,024 MB; peak RSS "
-                        "MB is the driver's")
+    assert lines[1] == ("tasks on local-cluster[2,1,1536], executor memory 1,024 MB; GC and "
+                        "peak RSS MB are the driver's")
     assert "executor peak RSS MB max (each)  of allotment MB" in lines[2]
     assert lines[3].split()[9:14] == ["1,340", "(1,100,", "1,340)", "95.2%", "of"]
     assert lines[4].split()[9:14] == ["915", "(900,", "915)", "65.0%", "of"]

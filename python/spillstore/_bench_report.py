@@ -154,7 +154,7 @@ def format_report(preset: Preset, summaries: Sequence[Summary],
     lines = [preset.describe()]
     if cluster is not None:
         lines.append(f"tasks on {cluster.master}, executor memory "
-                     f"{cluster.executor_memory_mb:,} MB; peak RSS MB is the driver's")
+                     f"{cluster.executor_memory_mb:,} MB; GC and peak RSS MB are the driver's")
     for row in rows:
         cells = [row[0].ljust(widths[0])] + [c.rjust(w) for c, w in zip(row[1:], widths[1:])]
         lines.append("  ".join(cells))
