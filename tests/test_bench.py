@@ -108,11 +108,13 @@ def test_hit_ratio_is_the_median_of_spillstores_runs() -> None:
     assert lines[2].split()[9] == "95.0%" and lines[3].split()[9] == "-"
 
 
-def test_plot_marks_failures(tmp_path: Path) -> None:
-    runs = [ok("spillstore", 1, 100.0), ok("spillstore", 2, 120.0), failed("hdfs", 1, "OOM"),
+@pytest.mark.parametrize("cluster", [None, bench.Cluster(2, 1, 1536, 1024)])
+def test_plot_marks_failures(tmp_path: Path, cluster: bench.Cluster | None) -> None:
+    runs = [ok("spillstore", 1, 100.0, executor_rss_mb=900.0),
+            ok("spillstore", 2, 120.0, executor_rss_mb=950.0), failed("hdfs", 1, "OOM"),
             replace(ok("rocksdb", 1, 50.0), preset="large"), failed("hdfs", 1, "OOM")]
     path = tmp_path / "bench.png"
-    bench.plot(summarize(runs), str(path))
+    bench.plot(summarize(runs), str(path), cluster)
     assert path.read_bytes().startswith(PNG_MAGIC)
 
 

@@ -162,10 +162,10 @@ def format_report(preset: Preset, summaries: Sequence[Summary],
     return "\n".join(lines)
 
 
-def plot(summaries: Sequence[Summary], path: str) -> None:
+def plot(summaries: Sequence[Summary], path: str, cluster: Cluster | None = None) -> None:
     """Draw the runs into ``path`` (PNG), one panel per measure, bars grouped by preset with
-    one per provider: records/s (median, error bars min–max), peak RSS, GC share of the
-    JVM's uptime and spillstore's hit ratio. A provider with failed runs gets ``n/m failed``
+    one per provider: records/s (median, error bars min–max), peak RSS (on a ``cluster``, the
+    executors'), GC share of the driver JVM's uptime and spillstore's hit ratio. A provider with failed runs gets ``n/m failed``
     over its records/s bar (a bar of height 0 when none completed). Needs matplotlib
     (``spillstore[bench]``)."""
     from matplotlib.figure import Figure
@@ -203,7 +203,9 @@ def plot(summaries: Sequence[Summary], path: str) -> None:
     rate_ax.set_ylabel("records/s (median; bars: min–max)")
     rate_ax.legend()
 
-    panels = ((axes[1], "peak_rss_mb", "peak RSS MB (max of runs)", None),
+    rss = (("peak_rss_mb", "peak RSS MB (max of runs)") if cluster is None
+           else ("executor_rss_mb", "executor peak RSS MB (max of runs)"))
+    panels = ((axes[1], *rss, None),
               (axes[2], "gc_share", "GC time / JVM uptime (median)", PercentFormatter(1.0)),
               (axes[3], "hit_ratio", "spillstore heap hit ratio (median)", PercentFormatter(1.0)))
     for ax, field, label, formatter in panels:
@@ -216,6 +218,7 @@ def plot(summaries: Sequence[Summary], path: str) -> None:
             ax.yaxis.set_major_formatter(formatter)
     for ax in axes:
         ax.set_xticks(range(len(presets)), presets)
-    fig.suptitle("spillstore bench: streaming count + sum per key, local[2]")
+    where = "local[2]" if cluster is None else cluster.master
+    fig.suptitle(f"spillstore bench: streaming count + sum per key, {where}")
     fig.savefig(path, dpi=110)
 

@@ -84,7 +84,7 @@ def _memory(text: str) -> int:
         raise argparse.ArgumentTypeError(str(e)) from None
 
 
-def cluster_of(args: argparse.Namespace) -> Cluster | None:
+def _cluster_of(args: argparse.Namespace) -> Cluster | None:
     """The cluster ``--cluster`` and ``--executor-memory`` describe; ``None`` without
     ``--cluster``.
 
@@ -159,7 +159,7 @@ def add_parser(commands: Any) -> None:
 def _bench(args: argparse.Namespace) -> int:
     options = dict(args.option)
     try:  # fail now, not after an hour of runs
-        cluster = cluster_of(args)
+        cluster = _cluster_of(args)
         for name in options:
             option_key(name)
         if "spillstore" in args.providers:
@@ -211,5 +211,5 @@ def _bench(args: argparse.Namespace) -> int:
                        "presets": [asdict(p) for p in presets],
                        "runs": [asdict(r) for r in results]}, f, indent=2)
     if args.plot:
-        plot(summarize(results), args.plot)
+        plot(summarize(results), args.plot, cluster)
     return 0
