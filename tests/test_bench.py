@@ -16,7 +16,7 @@ import bench_remote
 import harness
 import pytest
 from servers import AuditRecord, Request
-from spillstore import _bench_runner, bench
+from spillstore import _bench_runner, _bench_worker, bench
 from spillstore.bench import PRESETS, RunResult, classify_failure, format_report, summarize
 from spillstore.cli import main
 
@@ -109,11 +109,13 @@ def test_hit_ratio_is_the_median_of_spillstores_runs() -> None:
     assert lines[2].split()[9] == "95.0%" and lines[3].split()[9] == "-"
 
 
-def test_plot_marks_failures(tmp_path: Path) -> None:
-    runs = [ok("spillstore", 1, 100.0), ok("spillstore", 2, 120.0), failed("hdfs", 1, "OOM"),
+@pytest.mark.parametrize("cluster", [None, bench.Cluster(2, 1, 1536, 1024)])
+def test_plot_marks_failures(tmp_path: Path, cluster: bench.Cluster | None) -> None:
+    runs = [ok("spillstore", 1, 100.0, executor_rss_mb=900.0),
+            ok("spillstore", 2, 120.0, executor_rss_mb=950.0), failed("hdfs", 1, "OOM"),
             replace(ok("rocksdb", 1, 50.0), preset="large"), failed("hdfs", 1, "OOM")]
     path = tmp_path / "bench.png"
-    bench.plot(summarize(runs), str(path))
+    bench.plot(summarize(runs), str(path), cluster)
     assert path.read_bytes().startswith(PNG_MAGIC)
 
 
@@ -199,6 +201,130 @@ def test_a_conf_without_key_and_value_is_a_usage_error(
     with pytest.raises(SystemExit) as exit:
         main(["bench", *argv])
     assert exit.value.code == 2
+
+
+@pytest.mark.parametrize(("text", "mb"), [("1g", 1024), ("768m", 768), ("1536", 1536),
+                                          ("2G", 2048), ("524288k", 512), ("1t", 1024 ** 2)])
+def test_memory_sizes_read_as_spark_does(text: str, mb: int) -> None:
+    assert _bench_runner.memory_mb(text) == mb
+
+
+@pytest.mark.parametrize(("executor_mb", "conf", "allotment"), [
+    (1024, {}, 1024 + 384),  # 10 % is below the 384 MB floor
+    (8192, {}, 8192 + 819),  # 10 % of 8 GB, rounded down
+    (1024, {"spark.executor.memoryOverhead": "1g"}, 2048),
+    (1024, {"spark.executor.memoryOverhead": "100"}, 1124),  # set, it is not floored
+    (8192, {"spark.executor.memoryOverheadFactor": "0.25"}, 8192 + 2048),
+    (1024, {"spark.executor.minMemoryOverhead": "200m"}, 1024 + 200),
+])
+def test_allotment_is_executor_memory_plus_overhead(
+        executor_mb: int, conf: dict[str, str], allotment: int) -> None:
+    assert _bench_runner.executor_allotment_mb(executor_mb, conf) == allotment
+
+
+def test_cluster_and_executor_memory_reach_every_run_and_the_json(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    setups: list[bench.Setup] = []
+
+    def fake(preset: bench.Preset, provider: str, repetition: int,
+             setup: bench.Setup) -> RunResult:
+        setups.append(setup)
+        return ok(provider, repetition, 1000.0)
+
+    monkeypatch.setattr(_bench_runner, "run_once", fake)
+    out = tmp_path / "runs.json"
+    assert main(["bench", "--repetitions", "1", "--providers", "hdfs,rocksdb",
+                 "--cluster", "2,1,1536", "--executor-memory", "1g", "--json", str(out)]) == 0
+    assert main(["bench", "--repetitions", "1", "--providers", "hdfs", "--cluster",
+                 "3, 2, 900"]) == 0
+    assert main(["bench", "--repetitions", "1", "--providers", "hdfs"]) == 0
+    clusters = [s.cluster for s in setups]
+    assert clusters == [bench.Cluster(2, 1, 1536, 1024)] * 2 + [
+        bench.Cluster(3, 2, 900, 900), None]  # the executors get the worker's memory
+    assert clusters[0] is not None and clusters[0].master == "local-cluster[2,1,1536]"
+    assert json.loads(out.read_text())["cluster"] == {
+        "executors": 2, "cores": 1, "memory_mb": 1536, "executor_memory_mb": 1024}
+
+
+@pytest.mark.parametrize(("argv", "message"), [
+    (["--cluster", "2,1"], None), (["--cluster", "2,0,1024"], None),
+    (["--cluster", "2,1,1g"], None), (["--cluster", "2,1,1024", "--executor-memory", "lots"], None),
+    (["--cluster", "2,1,1024", "--executor-memory", "2g"], "does not fit the workers' 1024 MB"),
+    (["--executor-memory", "1g"], "--executor-memory needs --cluster"),
+    (["--cluster", "2,1,1024", "--conf", "spark.executor.memory=1g"], "with --executor-memory"),
+])
+def test_a_cluster_that_cannot_run_is_refused_before_any_run(
+        argv: list[str], message: str | None, monkeypatch: pytest.MonkeyPatch,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    monkeypatch.setattr(_bench_runner, "run_once", lambda *a: pytest.fail("ran"))
+    if message is None:  # argparse's usage error
+        with pytest.raises(SystemExit) as exit:
+            main(["bench", *argv])
+        assert exit.value.code == 2
+    else:
+        assert main(["bench", *argv]) == 2
+        assert message in capsys.readouterr().err
+
+
+def test_executor_peaks_are_read_from_the_rest_apis_executor_list() -> None:
+    # /api/v1/applications/<id>/allexecutors, cut down: the driver, two live executors, one
+    # that never sent a heartbeat.
+    payload = json.loads("""[
+      {"id": "driver", "isActive": true, "maxMemory": 455501414,
+       "peakMemoryMetrics": {"JVMHeapMemory": 200000000, "ProcessTreeJVMRSSMemory": 0}},
+      {"id": "1", "isActive": true, "maxMemory": 434582323,
+       "peakMemoryMetrics": {"JVMHeapMemory": 310000000, "JVMOffHeapMemory": 90000000,
+                             "ProcessTreeJVMVMemory": 4000000000,
+                             "ProcessTreeJVMRSSMemory": 1400897536,
+                             "ProcessTreePythonRSSMemory": 0}},
+      {"id": "0", "isActive": false,
+       "peakMemoryMetrics": {"ProcessTreeJVMRSSMemory": 1073741824}},
+      {"id": "2", "isActive": true}
+    ]""")
+    assert _bench_worker.executor_rss_mb(payload) == {"1": 1336.0, "0": 1024.0}
+
+
+def test_a_cluster_run_gets_its_allotment_and_the_executors_share_of_it(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    specs: list[dict[str, object]] = []
+
+    def fake_worker(spec: dict[str, object], timeout_s: float, base: RunResult) -> RunResult:
+        specs.append(spec)
+        return replace(base, records_per_s=100.0, executor_rss_mb=1337.6,
+                       executor_rss_each_mb={"0": 1337.6, "1": 1200.0})
+
+    monkeypatch.setattr(_bench_runner, "_run_worker", fake_worker)
+    cluster = bench.Cluster(2, 1, 1536, 1024)
+    result = _bench_runner.run_once(PRESETS["small"], "spillstore", 1,
+                                    bench.Setup(30.0, cluster=cluster))
+    assert specs[0]["cluster"] == {"executors": 2, "cores": 1, "memory_mb": 1536,
+                                   "executor_memory_mb": 1024}
+    assert (result.executor_allotment_mb, result.executor_rss_share) == (1408, 0.95)
+    local = _bench_runner.run_once(PRESETS["small"], "spillstore", 1, bench.Setup(30.0))
+    assert specs[1]["cluster"] is None and local.executor_allotment_mb is None
+
+
+def test_executor_columns_show_the_run_with_the_highest_peak() -> None:
+    def cluster_run(provider: str, repetition: int, each: dict[str, float]) -> RunResult:
+        peak = max(each.values())
+        return ok(provider, repetition, 100.0, executor_rss_mb=peak, executor_rss_each_mb=each,
+                  executor_allotment_mb=1408, executor_rss_share=round(peak / 1408, 4))
+
+    runs = [cluster_run("spillstore", 1, {"0": 1300.0, "1": 1250.0}),
+            cluster_run("spillstore", 2, {"0": 1100.0, "1": 1340.0}),
+            cluster_run("rocksdb", 1, {"0": 900.0, "1": 915.0}), failed("rocksdb", 2, "OOM")]
+    spill, rocks = summarize(runs)
+    assert (spill.executor_rss_mb, spill.executor_rss_each_mb) == (1340.0, (1100.0, 1340.0))
+    assert (rocks.executor_rss_mb, rocks.executor_rss_share) == (915.0, 0.6499)
+    lines = format_report(PRESETS["small"], [spill, rocks],
+                          bench.Cluster(2, 1, 1536, 1024)).splitlines()
+    assert lines[1] == ("tasks on local-cluster[2,1,1536], executor memory 1,024 MB; GC and "
+                        "peak RSS MB are the driver's")
+    assert "executor peak RSS MB max (each)  of allotment MB" in lines[2]
+    assert lines[3].split()[9:14] == ["1,340", "(1,100,", "1,340)", "95.2%", "of"]
+    assert lines[4].split()[9:14] == ["915", "(900,", "915)", "65.0%", "of"]
+    plain = format_report(PRESETS["small"], summarize([ok("hdfs", 1, 10.0)])).splitlines()
+    assert "executor" not in plain[1] and len(plain[2].split()) == 11
 
 
 def test_restart_column_only_when_a_run_restarted() -> None:

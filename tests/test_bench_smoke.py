@@ -1,5 +1,5 @@
 """``python -m spillstore bench`` for real at a tiny size: one run of each provider, each in
-its own JVM, with the raw results and the chart written."""
+its own JVM, with the raw results and the chart written; and one on local-cluster."""
 
 from __future__ import annotations
 
@@ -10,6 +10,7 @@ import sys
 from pathlib import Path
 
 import harness
+import pytest
 
 PROVIDERS = ("spillstore", "hdfs", "rocksdb")
 KEYS = 2000
@@ -62,4 +63,30 @@ def test_bench_with_checkpoint_dir_and_restart(tmp_path: Path) -> None:
     # The restarted query committed a batch beyond the warm-up and measured ones.
     assert max(int(p.name) for p in (kept / "commits").iterdir() if p.name.isdigit()) >= 2
     assert "restart s" in bench.stdout.splitlines()[1], bench.stdout
+    assert not list(tmp_path.glob("spillstore-bench-*")), "run directories are removed"
+
+
+@pytest.mark.cluster
+def test_bench_on_local_cluster_reports_each_executors_peak_rss(tmp_path: Path) -> None:
+    raw = tmp_path / "runs.json"
+    bench = subprocess.run(
+        [sys.executable, "-m", "spillstore", "bench", "--preset", "small", "--keys", "500",
+         "--rows-per-batch", "500", "--batches", "1", "--repetitions", "1",
+         "--providers", "spillstore", "--cluster", "2,1,1024", "--executor-memory", "768m",
+         "--timeout", "240", "--json", str(raw)],
+        capture_output=True, text=True, timeout=300, env=dict(os.environ, TMPDIR=str(tmp_path)))
+    assert bench.returncode == 0, bench.stdout + bench.stderr[-5000:]
+
+    (run,) = json.loads(raw.read_text())["runs"]
+    assert run["failure"] is None and run["state_rows"] == 500, run
+    each = run["executor_rss_each_mb"]
+    assert sorted(each) == ["0", "1"] and run["executor_rss_mb"] == max(each.values()), run
+    # A JVM with a 768 MB heap that ran tasks holds more than 100 MB, and Spark measured it
+    # below what the machine could give it.
+    assert all(100 < mb < 768 + 2048 for mb in each.values()), run
+    assert run["executor_allotment_mb"] == 768 + 384, run
+    assert run["executor_rss_share"] == round(run["executor_rss_mb"] / (768 + 384), 4), run
+    table = bench.stdout.splitlines()
+    assert table[1].startswith("tasks on local-cluster[2,1,1024], executor memory 768 MB")
+    assert "executor peak RSS MB max (each)" in table[2], table
     assert not list(tmp_path.glob("spillstore-bench-*")), "run directories are removed"

@@ -8,7 +8,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from ._bench_presets import Preset
-from ._bench_runner import RunResult
+from ._bench_runner import Cluster, RunResult
 
 __all__ = ["Summary", "format_number", "format_report", "plot", "summarize"]
 
@@ -31,6 +31,13 @@ class Summary:
     hit_ratio: float | None = None
     peak_rss_mb: float | None = None
     """The highest peak over the runs."""
+    executor_rss_mb: float | None = None
+    """With ``--cluster``: the highest executor peak RSS over the runs."""
+    executor_rss_each_mb: tuple[float, ...] = ()
+    """Each executor's peak RSS in the run of that highest peak, ascending."""
+    executor_allotment_mb: int | None = None
+    executor_rss_share: float | None = None
+    """``executor_rss_mb`` over ``executor_allotment_mb``."""
     state_rows: tuple[int, ...] = ()
     """The distinct final state row counts, ascending (one value when the runs agree)."""
     failures: tuple[str, ...] = ()
@@ -52,6 +59,8 @@ def summarize(results: Sequence[RunResult]) -> list[Summary]:
         ok = [r for r in runs if r.ok]
         rates = [r.records_per_s for r in ok if r.records_per_s is not None]
         rss = [r.peak_rss_mb for r in ok if r.peak_rss_mb is not None]
+        # The completed run whose executors peaked highest; with none, one that has no peak.
+        executor_peak = max(ok or runs, key=lambda r: r.executor_rss_mb or 0.0)
         summaries.append(Summary(
             preset=preset,
             provider=provider,
@@ -66,6 +75,11 @@ def summarize(results: Sequence[RunResult]) -> list[Summary]:
             gc_share=_median([r.gc_share for r in ok]),
             hit_ratio=_median([r.hit_ratio for r in ok]),
             peak_rss_mb=max(rss, default=None),
+            executor_rss_mb=executor_peak.executor_rss_mb,
+            executor_rss_each_mb=tuple(sorted((executor_peak.executor_rss_each_mb
+                                               or {}).values())),
+            executor_allotment_mb=executor_peak.executor_allotment_mb,
+            executor_rss_share=executor_peak.executor_rss_share,
             state_rows=tuple(sorted({r.state_rows for r in ok if r.state_rows is not None})),
             failures=tuple(f"rep {r.repetition}: {r.failure}" for r in runs if not r.ok),
         ))
@@ -87,24 +101,40 @@ def format_number(value: float | None, digits: int = 0) -> str:
 
 
 _HEADER = ("provider", "runs ok/failed", "records/s median (min–max)", "vs {}",
-           "commit ms", "restart s", "GC s", "GC %", "peak RSS MB", "hit ratio", "state rows")
+           "commit ms", "restart s", "GC s", "GC %", "peak RSS MB",
+           "executor peak RSS MB max (each)", "of allotment MB", "hit ratio", "state rows")
 _RESTART = _HEADER.index("restart s")
+_EXECUTOR_RSS = (_HEADER.index("executor peak RSS MB max (each)"),
+                 _HEADER.index("of allotment MB"))
 
 
 def _percent(value: float | None) -> str:
     return "-" if value is None else f"{value:.1%}"
 
 
-def format_report(preset: Preset, summaries: Sequence[Summary]) -> str:
+def _executor_rss(s: Summary) -> tuple[str, str]:
+    if s.executor_rss_mb is None:
+        return "-", "-"
+    each = ", ".join(format_number(v) for v in s.executor_rss_each_mb)
+    share = _percent(s.executor_rss_share)
+    return (f"{format_number(s.executor_rss_mb)} ({each})",
+            f"{share} of {format_number(s.executor_allotment_mb)}")
+
+
+def format_report(preset: Preset, summaries: Sequence[Summary],
+                  cluster: Cluster | None = None) -> str:
     """The table of one preset: a line per provider, then one line per failed run.
 
     The ratio column divides each provider's median records/s by spillstore's (by hdfs'
     when spillstore has none); commit ms, restart s (a column only when some run restarted),
-    GC s, GC % (of the JVM's uptime) and the hit ratio (spillstore's) are medians over the
-    completed runs, peak RSS is their maximum.
+    GC s, GC % (of the driver JVM's uptime) and the hit ratio (spillstore's) are medians over
+    the completed runs, the driver's peak RSS is their maximum. On a ``cluster`` (named under
+    the preset), the executors' peak RSS of the run with the highest, and its share of an
+    executor's allotment (columns only when some run has them).
     """
     base = _baseline(summaries)
     restarted = any(s.restart_s is not None for s in summaries)
+    on_cluster = any(s.executor_rss_mb is not None for s in summaries)
     header = [h.format(base.provider if base else "-") for h in _HEADER]
     rows = [header]
     for s in summaries:
@@ -115,12 +145,16 @@ def format_report(preset: Preset, summaries: Sequence[Summary]) -> str:
         state = "–".join(dict.fromkeys(f"{n:,}" for n in s.state_rows[:1] + s.state_rows[-1:]))
         rows.append([s.provider, f"{s.ok}/{s.failed}", rate, ratio, format_number(s.commit_ms),
                      format_number(s.restart_s, 1), format_number(s.gc_s, 1),
-                     _percent(s.gc_share), format_number(s.peak_rss_mb), _percent(s.hit_ratio),
-                     state or "-"])
-    if not restarted:
-        rows = [row[:_RESTART] + row[_RESTART + 1:] for row in rows]
+                     _percent(s.gc_share), format_number(s.peak_rss_mb), *_executor_rss(s),
+                     _percent(s.hit_ratio), state or "-"])
+    dropped = ({_RESTART} if not restarted else set()) | (
+        set(_EXECUTOR_RSS) if not on_cluster else set())
+    rows = [[c for i, c in enumerate(row) if i not in dropped] for row in rows]
     widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
     lines = [preset.describe()]
+    if cluster is not None:
+        lines.append(f"tasks on {cluster.master}, executor memory "
+                     f"{cluster.executor_memory_mb:,} MB; GC and peak RSS MB are the driver's")
     for row in rows:
         cells = [row[0].ljust(widths[0])] + [c.rjust(w) for c, w in zip(row[1:], widths[1:])]
         lines.append("  ".join(cells))
@@ -128,10 +162,10 @@ def format_report(preset: Preset, summaries: Sequence[Summary]) -> str:
     return "\n".join(lines)
 
 
-def plot(summaries: Sequence[Summary], path: str) -> None:
+def plot(summaries: Sequence[Summary], path: str, cluster: Cluster | None = None) -> None:
     """Draw the runs into ``path`` (PNG), one panel per measure, bars grouped by preset with
-    one per provider: records/s (median, error bars min–max), peak RSS, GC share of the
-    JVM's uptime and spillstore's hit ratio. A provider with failed runs gets ``n/m failed``
+    one per provider: records/s (median, error bars min–max), peak RSS (on a ``cluster``, the
+    executors'), GC share of the driver JVM's uptime and spillstore's hit ratio. A provider with failed runs gets ``n/m failed``
     over its records/s bar (a bar of height 0 when none completed). Needs matplotlib
     (``spillstore[bench]``)."""
     from matplotlib.figure import Figure
@@ -169,7 +203,9 @@ def plot(summaries: Sequence[Summary], path: str) -> None:
     rate_ax.set_ylabel("records/s (median; bars: min–max)")
     rate_ax.legend()
 
-    panels = ((axes[1], "peak_rss_mb", "peak RSS MB (max of runs)", None),
+    rss = (("peak_rss_mb", "peak RSS MB (max of runs)") if cluster is None
+           else ("executor_rss_mb", "executor peak RSS MB (max of runs)"))
+    panels = ((axes[1], *rss, None),
               (axes[2], "gc_share", "GC time / JVM uptime (median)", PercentFormatter(1.0)),
               (axes[3], "hit_ratio", "spillstore heap hit ratio (median)", PercentFormatter(1.0)))
     for ax, field, label, formatter in panels:
@@ -182,6 +218,7 @@ def plot(summaries: Sequence[Summary], path: str) -> None:
             ax.yaxis.set_major_formatter(formatter)
     for ax in axes:
         ax.set_xticks(range(len(presets)), presets)
-    fig.suptitle("spillstore bench: streaming count + sum per key, local[2]")
+    where = "local[2]" if cluster is None else cluster.master
+    fig.suptitle(f"spillstore bench: streaming count + sum per key, {where}")
     fig.savefig(path, dpi=110)
 

@@ -19,7 +19,8 @@ from dataclasses import asdict, dataclass, field, replace
 
 from ._bench_presets import Preset
 
-__all__ = ["RunResult", "Setup", "classify_failure", "run_once"]
+__all__ = ["Cluster", "RunResult", "Setup", "classify_failure", "executor_allotment_mb",
+           "memory_mb", "run_once"]
 
 
 @dataclass(frozen=True)
@@ -49,6 +50,17 @@ class RunResult:
     """State rows of the last committed batch, counted with the state data source."""
     state_stores: int | None = None
     """State store instances per batch (``stateOperators[0].numStateStoreInstances``)."""
+    executor_rss_mb: float | None = None
+    """With ``--cluster``: the highest of :attr:`executor_rss_each_mb`."""
+    executor_rss_each_mb: dict[str, float] | None = None
+    """With ``--cluster``: each executor's peak resident set by executor id, as Spark's own
+    executor metrics saw it (``ProcessTreeJVMRSSMemory`` among their peaks), when the measured
+    batches were done."""
+    executor_allotment_mb: int | None = None
+    """With ``--cluster``: the memory a cluster manager grants an executor container
+    (:func:`executor_allotment_mb`)."""
+    executor_rss_share: float | None = None
+    """``executor_rss_mb`` over ``executor_allotment_mb``."""
     restart_s: float | None = None
     """With ``--restart``: from ``start()`` of the query restarted in a fresh JVM to the end
     of its first batch."""
@@ -110,6 +122,55 @@ def classify_failure(returncode: int | None, stderr: str,
     return f"{kind}: {telling[:200]}" if telling else kind
 
 
+_MEMORY = re.compile(r"(\d+)([kmgt]?)b?", re.IGNORECASE)
+_MEMORY_UNITS_KB = {"k": 1, "m": 1024, "g": 1024 ** 2, "t": 1024 ** 3}
+
+
+def memory_mb(text: str) -> int:
+    """A JVM memory string as Spark's memory confs take it (``1g``, ``768m``, ``1536``: no unit
+    is MiB), in MiB, rounded down."""
+    match = _MEMORY.fullmatch(text.strip())
+    if not match:
+        raise ValueError(f"expected a memory size such as 768m or 1g, got {text!r}")
+    number, unit = int(match.group(1)), match.group(2).lower()
+    return number if not unit else number * _MEMORY_UNITS_KB[unit] // 1024
+
+
+# Spark's defaults for the overhead a cluster manager adds to an executor's heap.
+_OVERHEAD_FACTOR = 0.1
+_MIN_OVERHEAD_MB = 384
+
+
+def executor_allotment_mb(executor_memory_mb: int, conf: dict[str, str]) -> int:
+    """``spark.executor.memory`` plus the overhead YARN and Kubernetes add to it for the
+    container (``spark.executor.memoryOverhead`` when set in ``conf``, else the larger of
+    ``spark.executor.minMemoryOverhead``, 384 MiB by default, and
+    ``spark.executor.memoryOverheadFactor``, 0.1 by default, of the memory)."""
+    overhead = conf.get("spark.executor.memoryOverhead")
+    if overhead is not None:
+        return executor_memory_mb + memory_mb(overhead)
+    factor = float(conf.get("spark.executor.memoryOverheadFactor", _OVERHEAD_FACTOR))
+    floor = memory_mb(conf.get("spark.executor.minMemoryOverhead", f"{_MIN_OVERHEAD_MB}m"))
+    return executor_memory_mb + max(floor, int(executor_memory_mb * factor))
+
+
+@dataclass(frozen=True)
+class Cluster:
+    """Spark's standalone cluster within the run's process: ``local-cluster[N,CORES,MEM]``, a
+    worker JVM of ``memory_mb`` per executor, each running one executor JVM."""
+
+    executors: int
+    cores: int
+    """Per executor."""
+    memory_mb: int
+    """Each worker's memory, which its executor's ``spark.executor.memory`` must fit."""
+    executor_memory_mb: int
+
+    @property
+    def master(self) -> str:
+        return f"local-cluster[{self.executors},{self.cores},{self.memory_mb}]"
+
+
 @dataclass(frozen=True)
 class Setup:
     """What every run of one ``bench`` command shares beyond its preset and provider."""
@@ -125,6 +186,9 @@ class Setup:
     local temp directory."""
     restart: bool = False
     """Whether a second process restarts each run's query, for :attr:`RunResult.restart_s`."""
+    cluster: Cluster | None = None
+    """Where the query's tasks run: ``None`` for the driver (``local[2]``), else executor JVMs
+    apart from it."""
 
 
 def run_once(preset: Preset, provider: str, repetition: int, setup: Setup) -> RunResult:
@@ -139,7 +203,8 @@ def run_once(preset: Preset, provider: str, repetition: int, setup: Setup) -> Ru
     spec = {"preset": asdict(preset), "provider": provider, "options": setup.options,
             "conf": setup.conf, "workdir": workdir,
             "checkpoint": checkpoint or os.path.join(workdir, "checkpoint"),
-            "timeout_s": setup.timeout_s, "restart": False}
+            "timeout_s": setup.timeout_s, "restart": False,
+            "cluster": None if setup.cluster is None else asdict(setup.cluster)}
     base = RunResult(preset.name, provider, repetition, 0.0, checkpoint=checkpoint)
     started = time.monotonic()
     try:
@@ -151,6 +216,11 @@ def run_once(preset: Preset, provider: str, repetition: int, setup: Setup) -> Ru
                               stderr_tail=restarted.stderr_tail))
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
+    if setup.cluster is not None:
+        allotment = executor_allotment_mb(setup.cluster.executor_memory_mb, setup.conf)
+        rss = result.executor_rss_mb
+        result = replace(result, executor_allotment_mb=allotment,
+                         executor_rss_share=None if rss is None else round(rss / allotment, 4))
     return replace(result, seconds=round(time.monotonic() - started, 1))
 
 

@@ -3,9 +3,11 @@
 :mod:`spillstore._bench_runner` passes (preset, provider, spillstore options, Spark confs, work
 directory, checkpoint, timeout, whether this process is the restart).
 
-It starts a local Spark with the preset's driver memory, the confs and the provider, runs the
-streaming count + sum per key for the warm-up and measured batches (printing the demo's line
-per batch), and prints, as its last line, the measurements as JSON
+It starts a local Spark (``local[2]``, or with a cluster in SPEC Spark's standalone cluster
+within the process, ``local-cluster[N,CORES,MEM]``) with the preset's driver memory, the
+confs and the provider, runs the streaming count + sum per key for the warm-up and measured
+batches (printing the demo's line per batch), and prints, as its last line, the measurements
+as JSON
 (:class:`spillstore.bench.RunResult`'s fields). The restart process instead starts the same
 query on the same checkpoint, waits for its first batch and prints ``restart_s``. A failure
 exits non-zero with the reason on stderr.
@@ -14,15 +16,18 @@ exits non-zero with the reason on stderr.
 from __future__ import annotations
 
 import json
+import os
 import statistics
 import sys
 import time
+import urllib.request
 from collections.abc import Sequence
 from datetime import datetime
 from pathlib import Path
 from typing import Any
 
 from ._bench_presets import WARMUP_BATCHES, Preset
+from ._bench_runner import Cluster
 from ._config import PROVIDER_CLASS_CONF, configure
 from ._jobs import PROVIDERS, local_builder, skewed_key
 from ._progress import follow
@@ -49,6 +54,68 @@ def _peak_rss_mb(pid: int) -> float | None:
     return None
 
 
+# Executors poll their process tree's memory this often and send the peaks with every
+# heartbeat: a finer record than the default (a sample per 10 s heartbeat).
+_METRICS_POLLING_INTERVAL = "100ms"
+_HEARTBEAT_INTERVAL_S = 1
+_EXECUTOR_RSS = "ProcessTreeJVMRSSMemory"
+
+
+def _cluster_confs(cluster: dict[str, Any], workdir: Path) -> dict[str, str]:
+    """The confs of a run on ``local-cluster``, before ``--conf``'s: its executors' memory,
+    their process tree metrics (the peak RSS) and their temporary files in the run's
+    directory, and the UI on a free port, whose REST API lists the executors' peaks."""
+    return {
+        "spark.executor.memory": f"{cluster['executor_memory_mb']}m",
+        "spark.executor.processTreeMetrics.enabled": "true",
+        "spark.executor.metrics.pollingInterval": _METRICS_POLLING_INTERVAL,
+        "spark.executor.heartbeatInterval": f"{_HEARTBEAT_INTERVAL_S}s",
+        "spark.executor.extraJavaOptions": f"-Djava.io.tmpdir={workdir} -XX:-UsePerfData",
+        "spark.ui.enabled": "true",
+        "spark.ui.port": "0",
+        # Every heartbeat's peaks into the status store the REST API reads, none held back.
+        "spark.ui.liveUpdate.period": "0",
+    }
+
+
+def _use_spark_home(workdir: Path) -> None:
+    """Point SPARK_HOME at a directory of the run whose bin, jars and python are pyspark's:
+    the standalone worker keeps its executors' directories (logs, fetched jars) in
+    ``$SPARK_HOME/work``, which would otherwise be inside the installed package."""
+    import pyspark
+
+    home = workdir / "spark-home"
+    home.mkdir()
+    for name in ("bin", "jars", "python"):
+        (home / name).symlink_to(Path(pyspark.__file__).parent / name)
+    os.environ["SPARK_HOME"] = str(home)
+
+
+def executor_rss_mb(executors: Sequence[dict[str, Any]]) -> dict[str, float]:
+    """Each executor's peak RSS in MiB, by id, from the executors as the REST API's
+    ``/applications/<id>/allexecutors`` lists them (the driver left out, and any executor
+    without a process tree peak: one that never sent a heartbeat)."""
+    found = {}
+    for executor in executors:
+        rss = (executor.get("peakMemoryMetrics") or {}).get(_EXECUTOR_RSS)
+        if executor["id"] != "driver" and rss:
+            found[executor["id"]] = round(rss / 2 ** 20, 1)
+    return found
+
+
+def _read_executor_rss(spark: Any, count: int) -> dict[str, float]:
+    """The executors' peaks once every one of the ``count`` has sent a heartbeat after the
+    measured batches (two heartbeat intervals)."""
+    time.sleep(2 * _HEARTBEAT_INTERVAL_S + 0.5)
+    context = spark.sparkContext
+    url = f"{context.uiWebUrl}/api/v1/applications/{context.applicationId}/allexecutors"
+    with urllib.request.urlopen(url, timeout=30) as response:
+        found = executor_rss_mb(json.load(response))
+    if len(found) != count:
+        raise RuntimeError(f"{len(found)} of {count} executors report a peak RSS: {found}")
+    return found
+
+
 def _start(spark: Any, preset: Preset, checkpoint: str) -> Any:
     """Start the benchmark's query on ``checkpoint`` (resuming it if it holds one)."""
     from pyspark.sql import functions as F
@@ -71,9 +138,10 @@ def _stop(spark: Any, query: Any) -> None:
     spark.sparkContext.setLogLevel("ERROR")
 
 
-def _measure(spark: Any, preset: Preset, checkpoint: str, timeout_s: float
-             ) -> dict[str, Any] | None:
-    """Run the query for the warm-up and measured batches; ``None`` if it failed."""
+def _measure(spark: Any, preset: Preset, checkpoint: str, timeout_s: float,
+             executors: int) -> dict[str, Any] | None:
+    """Run the query for the warm-up and measured batches; ``None`` if it failed. With
+    ``executors`` (on local-cluster), their peak RSS too."""
     query = _start(spark, preset, checkpoint)
     try:
         progresses = follow(query, WARMUP_BATCHES + preset.batches, timeout_s)
@@ -87,6 +155,10 @@ def _measure(spark: Any, preset: Preset, checkpoint: str, timeout_s: float
         peak_rss_mb = _peak_rss_mb(jvm.java.lang.ProcessHandle.current().pid())
     finally:
         _stop(spark, query)
+    cluster = {}
+    if executors:
+        each = _read_executor_rss(spark, executors)
+        cluster = {"executor_rss_mb": max(each.values()), "executor_rss_each_mb": each}
     measured: Sequence[dict[str, Any]] = progresses[WARMUP_BATCHES:]
     rows = sum(p["numInputRows"] for p in measured)
     busy_ms = sum(p["durationMs"]["triggerExecution"] for p in measured)
@@ -99,6 +171,7 @@ def _measure(spark: Any, preset: Preset, checkpoint: str, timeout_s: float
         "peak_rss_mb": peak_rss_mb,
         "state_rows": _state_rows(spark, checkpoint),
         "state_stores": measured[-1]["stateOperators"][0].get("numStateStoreInstances"),
+        **cluster,
     }
 
 
@@ -165,9 +238,15 @@ def main(argv: Sequence[str]) -> int:
     preset = Preset(**spec["preset"])
     provider: str = spec["provider"]
     workdir = Path(spec["workdir"])
+    cluster: dict[str, Any] | None = spec["cluster"]
     builder = (local_builder(f"spillstore-bench-{provider}")
                .config("spark.driver.memory", preset.driver_memory)
                .config("spark.local.dir", str(workdir / "local")))
+    if cluster is not None:
+        _use_spark_home(workdir)
+        builder.master(Cluster(**cluster).master)
+        for key, value in _cluster_confs(cluster, workdir).items():
+            builder.config(key, value)
     # Before configure(), which adds its jar to a spark.jars set here.
     for key, value in spec["conf"].items():
         builder.config(key, value)
@@ -182,9 +261,12 @@ def main(argv: Sequence[str]) -> int:
             builder.config(key, value)
     spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel("ERROR")
-    run = _restart if spec["restart"] else _measure
     try:
-        result = run(spark, preset, spec["checkpoint"], spec["timeout_s"])
+        if spec["restart"]:
+            result = _restart(spark, preset, spec["checkpoint"], spec["timeout_s"])
+        else:
+            result = _measure(spark, preset, spec["checkpoint"], spec["timeout_s"],
+                              0 if cluster is None else cluster["executors"])
     finally:
         spark.stop()
     if result is None:

@@ -14,6 +14,14 @@ sub-directory ``<preset>-<provider>-<repetition>-<random>`` of that URI (HDFS, S
 system Spark reaches, its connector set with ``--conf``), which is kept. With ``--restart`` a
 second process (a fresh JVM) restarts each run's query on its checkpoint right after it, and
 the run reports the seconds from that query's ``start()`` to the end of its first batch.
+
+With ``--cluster N,CORES,MEM_MB`` the query's tasks run on Spark's standalone cluster within
+the run's process, ``local-cluster[N,CORES,MEM_MB]``: N executor JVMs apart from the driver,
+each with ``--executor-memory`` (default MEM_MB). Each run then reports every executor's peak
+resident set, from Spark's executor metrics (``ProcessTreeJVMRSSMemory``), beside the
+executor's allotment: its memory plus the overhead a cluster manager such as YARN or
+Kubernetes grants its container (``spark.executor.memoryOverhead``, by default the larger of
+384 MB and 10 % of the memory).
 """
 
 from __future__ import annotations
@@ -28,11 +36,12 @@ from . import _bench_runner
 from ._argtypes import parse_option, positive_float, positive_int
 from ._bench_presets import PRESETS, WARMUP_BATCHES, Preset
 from ._bench_report import Summary, format_number, format_report, plot, summarize
-from ._bench_runner import RunResult, Setup, classify_failure
+from ._bench_runner import Cluster, RunResult, Setup, classify_failure, memory_mb
 from ._config import jar_path, option_key
 from ._jobs import PROVIDERS
 
 __all__ = [
+    "Cluster",
     "PRESETS",
     "Preset",
     "RunResult",
@@ -54,6 +63,47 @@ def _providers(text: str) -> list[str]:
         raise argparse.ArgumentTypeError(
             f"expected a comma-separated list of {', '.join(PROVIDERS)}, got {text!r}")
     return list(dict.fromkeys(names))
+
+
+def _cluster(text: str) -> tuple[int, int, int]:
+    parts = text.split(",")
+    try:
+        numbers = tuple(positive_int(p.strip()) for p in parts)
+    except argparse.ArgumentTypeError:
+        numbers = ()
+    if len(numbers) != 3:
+        raise argparse.ArgumentTypeError(
+            f"expected N,CORES,MEM_MB (executors, cores and MB each), got {text!r}")
+    return numbers[0], numbers[1], numbers[2]
+
+
+def _memory(text: str) -> int:
+    try:
+        return memory_mb(text)
+    except ValueError as e:
+        raise argparse.ArgumentTypeError(str(e)) from None
+
+
+def _cluster_of(args: argparse.Namespace) -> Cluster | None:
+    """The cluster ``--cluster`` and ``--executor-memory`` describe; ``None`` without
+    ``--cluster``.
+
+    Raises:
+        ValueError: ``--executor-memory`` without ``--cluster``, more than the worker's memory,
+            or given as a ``--conf`` too.
+    """
+    if args.cluster is None:
+        if args.executor_memory is not None:
+            raise ValueError("--executor-memory needs --cluster")
+        return None
+    executors, cores, worker_mb = args.cluster
+    if "spark.executor.memory" in dict(args.conf):
+        raise ValueError("give the executors' memory with --executor-memory, not --conf")
+    executor_mb = worker_mb if args.executor_memory is None else args.executor_memory
+    if executor_mb > worker_mb:
+        raise ValueError(f"--executor-memory {executor_mb} MB does not fit the workers' "
+                         f"{worker_mb} MB of --cluster")
+    return Cluster(executors, cores, worker_mb, executor_mb)
 
 
 def add_parser(commands: Any) -> None:
@@ -91,6 +141,12 @@ def add_parser(commands: Any) -> None:
     bench.add_argument("--restart", action="store_true",
                        help="after each run, restart its query on its checkpoint in a fresh "
                        "JVM and report the seconds from start() to the end of its first batch")
+    bench.add_argument("--cluster", type=_cluster, metavar="N,CORES,MEM_MB",
+                       help="run the tasks on local-cluster[N,CORES,MEM_MB]: N executor JVMs "
+                       "of CORES cores, and report each one's peak RSS beside its allotment "
+                       "(executor memory + overhead)")
+    bench.add_argument("--executor-memory", type=_memory, metavar="SIZE",
+                       help="with --cluster: spark.executor.memory, e.g. 1g (default: MEM_MB)")
     bench.add_argument("--timeout", type=positive_float, default=1200.0, metavar="SECONDS",
                        help="per run (with --restart, per process); a run past it is "
                        "killed and counted as failed (default: %(default)g)")
@@ -103,6 +159,7 @@ def add_parser(commands: Any) -> None:
 def _bench(args: argparse.Namespace) -> int:
     options = dict(args.option)
     try:  # fail now, not after an hour of runs
+        cluster = _cluster_of(args)
         for name in options:
             option_key(name)
         if "spillstore" in args.providers:
@@ -124,7 +181,8 @@ def _bench(args: argparse.Namespace) -> int:
     overrides = {k: getattr(args, k) for k in ("keys", "rows_per_batch", "batches",
                                                "driver_memory") if getattr(args, k)}
     presets = [replace(PRESETS[name], **overrides) for name in names]
-    setup = Setup(args.timeout, options, dict(args.conf), args.checkpoint_dir, args.restart)
+    setup = Setup(args.timeout, options, dict(args.conf), args.checkpoint_dir, args.restart,
+                  cluster)
     results: list[RunResult] = []
     for preset in presets:
         runs = []
@@ -134,20 +192,24 @@ def _bench(args: argparse.Namespace) -> int:
                 result = _bench_runner.run_once(preset, provider, repetition, setup)
                 restart = ("" if result.restart_s is None
                            else f", restart {format_number(result.restart_s, 1)} s")
-                outcome = (f"{format_number(result.records_per_s)} records/s{restart}"
+                rss = ("" if result.executor_rss_share is None
+                       else f", executors' peak RSS {result.executor_rss_share:.0%} of "
+                       f"{result.executor_allotment_mb} MB")
+                outcome = (f"{format_number(result.records_per_s)} records/s{restart}{rss}"
                            if result.ok else f"FAILED {result.failure}")
                 print(f"[{preset.name} {repetition}/{args.repetitions}] {provider}: {outcome} "
                       f"({result.seconds:.0f} s)", file=sys.stderr, flush=True)
                 runs.append(result)
         results += runs
-        print(format_report(preset, summarize(runs)) + "\n", flush=True)
+        print(format_report(preset, summarize(runs), cluster) + "\n", flush=True)
     if args.json:
         with open(args.json, "w", encoding="utf-8") as f:
             json.dump({"warmup_batches": WARMUP_BATCHES, "options": options,
                        "conf": setup.conf, "checkpoint_dir": setup.checkpoint_dir,
                        "restart": setup.restart, "timeout_s": args.timeout,
+                       "cluster": None if cluster is None else asdict(cluster),
                        "presets": [asdict(p) for p in presets],
                        "runs": [asdict(r) for r in results]}, f, indent=2)
     if args.plot:
-        plot(summarize(results), args.plot)
+        plot(summarize(results), args.plot, cluster)
     return 0
