@@ -38,27 +38,27 @@ final class CheckpointDir(
       body: StateFile.Writer => Unit): CheckpointDir.Written = {
     val early = if (format == StateFile.FormatVersion) takeEarly(kind, version) else None
     val EarlyFile.Opened(atomic, writer) = early.getOrElse(open(kind, version, format))
-    try {
+    orDiscard(atomic) {
       body(writer)
       writer.finish()
       atomic.publish()
       CheckpointDir.Written(writer.numBytes, writer.numRecords)
-    } catch {
-      case NonFatal(e) =>
-        try atomic.discard() catch { case NonFatal(c) => e.addSuppressed(c) }
-        throw e
     }
   }
 
   private def open(kind: Kind, version: Long, format: Int): EarlyFile.Opened = {
     if (!dirCreated) { fm.mkdirs(path); dirCreated = true }
     val atomic = creator.create(file(kind, version))
-    try EarlyFile.Opened(atomic, new StateFile.Writer(atomic, kind, version, codec, format)) catch {
+    orDiscard(atomic)(EarlyFile.Opened(atomic, new StateFile.Writer(atomic, kind, version, codec, format)))
+  }
+
+  /** `body`'s result; if it throws, `atomic` is discarded first. */
+  private def orDiscard[T](atomic: AtomicOutput)(body: => T): T =
+    try body catch {
       case e: Throwable =>
         try atomic.discard() catch { case NonFatal(c) => e.addSuppressed(c) }
         throw e
     }
-  }
 
   // The file opened early, if any: see [[openEarly]]. Guarded by `earlyLock`: stores open and
   // commit under their provider's lock, snapshots are written by maintenance threads.
@@ -73,11 +73,7 @@ final class CheckpointDir(
   def openEarly(kind: Kind, version: Long): Unit = if (creator.opensEarly) {
     replaceEarly(new EarlyFile(kind, version, () => {
       val opened = open(kind, version, StateFile.FormatVersion)
-      try opened.output.sendAhead() catch {
-        case e: Throwable =>
-          try opened.output.discard() catch { case NonFatal(c) => e.addSuppressed(c) }
-          throw e
-      }
+      orDiscard(opened.output)(opened.output.sendAhead())
       opened
     }))
   }
