@@ -29,7 +29,7 @@ JOB = harness.JOBS / "cluster_job.py"
 # stream-stream join: every kind of state store user, few enough for minutes.
 QUERIES = ["dedup_then_count", "apply_in_pandas_with_state", "session_window", "join_left_outer"]
 # spillstore's default memoryBudgetFraction: the budget when no memoryBudget is set.
-DEFAULT_FRACTION = 0.3
+DEFAULT_FRACTION = 0.15
 
 
 @dataclass
@@ -156,7 +156,7 @@ def test_budget_comes_from_each_executors_heap(cluster: Cluster) -> None:
 
 def test_each_executor_sizes_its_cold_tiers_native_memory(cluster: Cluster) -> None:
     """Each executor JVM opened one shared block cache for its cold tiers, sized from the budget
-    in force there: a quarter of one byte, raised to the 16 MB floor."""
+    in force there: half of one byte, raised to the 16 MB floor."""
     found = {e: d["cold_memory_mb"] for e, d in cluster.report["executor_dirs"].items()}
     assert found == {e: [16] for e in cluster.executors}
 

@@ -42,7 +42,7 @@ object SpillStoreConf {
     LocalDir -> ("directory for the cold tier's RocksDB instances (default: the first of " +
       "Spark's local dirs, spark.local.dir / SPARK_LOCAL_DIRS); never the checkpoint location"),
     ColdTierMemory -> ("native memory all cold tiers (RocksDB) of an executor share: one block " +
-      "cache for data blocks that memtables are charged to (default: a quarter of the heap " +
+      "cache for data blocks that memtables are charged to (default: half of the heap " +
       "budget, within 16m and 1g; a size >= 16m such as 128m). Fixed by the first store that " +
       "spills in the executor"),
     MetricsReportInterval -> ("how often each executor sends its spillstore figures to the " +

@@ -72,11 +72,14 @@ object ColdMemory extends Logging {
   private val DefaultBytes: Long = 64L << 20
 
   /**
-   * The default bound for a heap budget: a quarter of it, within [16 MB, 1 GB], so that the
-   * executor's total is the heap budget plus a stated share of it.
+   * The default bound for a heap budget: half of it, within [16 MB, 1 GB], so that the
+   * executor's total is the heap budget plus a stated share of it. Half, not less: for a state
+   * that grows past the budget, memory here (fewer memtable flushes and compactions) paid as
+   * much as heap budget did, and costs less RSS, since G1 keeps committed about 1/0.6 of the
+   * heap in use (docs/benchmarks.md, section 6).
    */
   def defaultFor(heapBudgetBytes: Long): Long =
-    math.max(MinBytes, math.min(1L << 30, heapBudgetBytes / 4))
+    math.max(MinBytes, math.min(1L << 30, heapBudgetBytes / 2))
 }
 
 /** RocksDB's native library, loaded once per JVM before any RocksDB object is made. */

@@ -19,7 +19,7 @@ import org.apache.spark.network.util.JavaUtils
  */
 final case class MemoryConf(
     budgetBytes: Option[Long] = None,
-    budgetFraction: Double = 0.3,
+    budgetFraction: Double = 0.15,
     maxEntries: Long = 0L,
     pressureMonitor: Boolean = true,
     pressureHighThreshold: Double = 0.85,
@@ -68,7 +68,7 @@ object MemoryConf {
     BudgetKey -> ("Heap budget for the heap tiers of all spillstore providers of an executor " +
       s"together; overrides $FractionKey. Default: unset; $SizeRange."),
     FractionKey -> ("Heap budget as a fraction of the executor's max heap, used when " +
-      s"$BudgetKey is unset. Default 0.3; $FractionRange."),
+      s"$BudgetKey is unset. Default 0.15; $FractionRange."),
     MaxEntriesKey -> ("Max heap entries over all spillstore providers of an executor " +
       s"(FLIP-369). Default 0; $CountRange."),
     MonitorKey -> ("Lower the budget in force while the old generation stays full after GCs. " +

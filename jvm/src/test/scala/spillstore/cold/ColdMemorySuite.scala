@@ -10,6 +10,12 @@ import org.scalatest.funsuite.AnyFunSuite
 /** The cold tiers of a JVM share one native memory bound (ColdMemory). */
 class ColdMemorySuite extends AnyFunSuite {
 
+  test("the default bound is half the heap budget, within 16 MB and 1 GB") {
+    assert(ColdMemory.defaultFor(154L << 20) === (77L << 20))
+    assert(ColdMemory.defaultFor(1L) === ColdMemory.MinBytes)
+    assert(ColdMemory.defaultFor(10L << 30) === (1L << 30))
+  }
+
   test("memtables of many cold tiers written together stay within twice the shared share") {
     val root = Files.createTempDirectory("spillstore-coldmemory").toFile
     val tiers = ArrayBuffer.empty[ColdTier]

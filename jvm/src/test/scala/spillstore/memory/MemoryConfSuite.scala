@@ -7,8 +7,8 @@ class MemoryConfSuite extends AnyFunSuite {
 
   test("defaults when nothing is set; unrelated keys are left to the provider's conf") {
     val c = MemoryConf.fromOptions(Map("somethingElse" -> "x"))
-    assert(c === MemoryConf(None, 0.3, 0L, pressureMonitor = true, 0.85, 0.6))
-    assert(c.budgetFor(1000L) === 300L)
+    assert(c === MemoryConf(None, 0.15, 0L, pressureMonitor = true, 0.85, 0.6))
+    assert(c.budgetFor(1000L) === 150L)
   }
 
   test("every key parses; an absolute budget overrides the fraction") {
