@@ -63,20 +63,24 @@ object MemoryConf {
   private val HighRange = "a fraction in (0, 1)"
   private def lowRange(high: String) = s"a fraction in (0, $HighKey = $high)"
 
+  /** The defaults, which the key docs below and [[fromOptions]] read: each is written once. */
+  private val Defaults = MemoryConf()
+
   /** The keys this class reads (names after [[Prefix]]) -> one-line doc with default and range. */
   val Keys: Map[String, String] = Map(
     BudgetKey -> ("Heap budget for the heap tiers of all spillstore providers of an executor " +
       s"together; overrides $FractionKey. Default: unset; $SizeRange."),
     FractionKey -> ("Heap budget as a fraction of the executor's max heap, used when " +
-      s"$BudgetKey is unset. Default 0.15; $FractionRange."),
+      s"$BudgetKey is unset. Default ${Defaults.budgetFraction}; $FractionRange."),
     MaxEntriesKey -> ("Max heap entries over all spillstore providers of an executor " +
-      s"(FLIP-369). Default 0; $CountRange."),
+      s"(FLIP-369). Default ${Defaults.maxEntries}; $CountRange."),
     MonitorKey -> ("Lower the budget in force while the old generation stays full after GCs. " +
-      s"Default true; $BooleanRange."),
+      s"Default ${Defaults.pressureMonitor}; $BooleanRange."),
     HighKey -> ("Old-generation occupancy after a GC at or above which the budget in force " +
-      s"shrinks. Default 0.85; $HighRange."),
+      s"shrinks. Default ${Defaults.pressureHighThreshold}; $HighRange."),
     LowKey -> ("Old-generation occupancy after a GC below which the budget in force recovers. " +
-      s"Default 0.6; ${lowRange("0.85")}."))
+      s"Default ${Defaults.pressureLowThreshold}; " +
+      s"${lowRange(Defaults.pressureHighThreshold.toString)}."))
 
   /**
    * Reads the keys of [[Keys]] from `opts` (names after [[Prefix]]); absent keys keep their
@@ -88,19 +92,18 @@ object MemoryConf {
     // (Scala 2.12, for Spark 3.5, has no toDoubleOption and the like.)
     def number[T](parse: => T): Option[T] =
       try Some(parse) catch { case _: IllegalArgumentException => None }
-    val d = MemoryConf()
-    val high = parsed(HighKey, HighRange)(v => number(v.toDouble)).getOrElse(d.pressureHighThreshold)
+    val high = parsed(HighKey, HighRange)(v => number(v.toDouble)).getOrElse(Defaults.pressureHighThreshold)
     MemoryConf(
       budgetBytes = parsed(BudgetKey, SizeRange) { v =>
         try Some(JavaUtils.byteStringAsBytes(v)) catch { case _: NumberFormatException => None }
       },
-      budgetFraction = parsed(FractionKey, FractionRange)(v => number(v.toDouble)).getOrElse(d.budgetFraction),
-      maxEntries = parsed(MaxEntriesKey, CountRange)(v => number(v.toLong)).getOrElse(d.maxEntries),
+      budgetFraction = parsed(FractionKey, FractionRange)(v => number(v.toDouble)).getOrElse(Defaults.budgetFraction),
+      maxEntries = parsed(MaxEntriesKey, CountRange)(v => number(v.toLong)).getOrElse(Defaults.maxEntries),
       pressureMonitor = parsed(MonitorKey, BooleanRange)(v => number(v.toBoolean))
-        .getOrElse(d.pressureMonitor),
+        .getOrElse(Defaults.pressureMonitor),
       pressureHighThreshold = high,
       pressureLowThreshold = parsed(LowKey, lowRange(high.toString))(v => number(v.toDouble))
-        .getOrElse(d.pressureLowThreshold))
+        .getOrElse(Defaults.pressureLowThreshold))
   }
 
   /**
