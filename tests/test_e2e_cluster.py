@@ -164,7 +164,7 @@ def test_each_executor_sizes_its_cold_tiers_native_memory(cluster: Cluster) -> N
 @pytest.mark.parametrize("budget", list(BUDGETS))
 def test_driver_sums_what_the_executors_report(cluster: Cluster, budget: str) -> None:
     reading = cluster.reading(budget)
-    assert reading["settled"], reading
+    assert reading["settled"], (reading["unsettled"], reading)
     sums, executors = reading["sums"], reading["executors"]
     assert sums["reportingExecutors"] == len(cluster.executors) == 2
     names = set(sums) - {"reportingExecutors", "commitTimeMs"}

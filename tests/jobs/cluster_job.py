@@ -18,7 +18,7 @@ each executor's directory: the jars it fetched, and its log for the cold tiers' 
 ``<workdir>/report.json``, rewritten after each step: ``{"app_id", "session_start_s",
 "driver_max_heap_mb", "executors": {id: {"pid", "max_heap_mb"}}, "budgets": {name: {"queries":
 {query: operators_job's result}, "metrics": reading}}, "executor_dirs": {id: {"jars",
-"cold_memory_mb": [MB, ...]}}, "seconds"}``; a reading is ``{"settled", "executors": {id:
+"cold_memory_mb": [MB, ...]}}, "seconds"}``; a reading is ``{"settled", "unsettled", "executors": {id:
 {metric: value}}, "sums": {metric: value}}``.
 """
 
@@ -99,26 +99,45 @@ def read_metrics(directory: Path) -> dict[str, Any]:
     return {"executors": executors, "sums": sums}
 
 
-def _consistent(reading: dict[str, Any], executor_count: int) -> bool:
+def _inconsistent(reading: dict[str, Any], executor_count: int) -> list[str]:
+    """The figures in which the driver's sums and the executors' own disagree."""
     executors, sums = reading["executors"], reading["sums"]
     if len(executors) != executor_count or sums.get("reportingExecutors") != executor_count:
-        return False
-    return all(sums.get(name) == sum(e.get(name, 0) for e in executors.values())
-               for name in next(iter(executors.values())) if name != "commitTime")
+        return ["reportingExecutors"]
+    return [name for name in next(iter(executors.values()))
+            if name != "commitTime" and sums.get(name) != sum(e.get(name, 0)
+                                                              for e in executors.values())]
+
+
+def _changed(reading: dict[str, Any], previous: dict[str, Any] | None) -> list[str]:
+    """The figures that changed since ``previous`` (all of them if there is none)."""
+    if previous is None:
+        return ["*"]
+    return sorted({f"{source}.{name}"
+                   for source, figures in [("sums", reading["sums"]),
+                                           *reading["executors"].items()]
+                   for name in figures
+                   if figures.get(name) != (previous["sums"] if source == "sums" else
+                                            previous["executors"].get(source, {})).get(name)})
 
 
 def settle(directory: Path, executor_count: int, timeout_s: float = 30) -> dict[str, Any]:
     """The metrics once two readings a sink period apart are the same and the driver's sums
     agree with the executors' own figures (each executor's report reached the driver and
-    every sink wrote after it); the last reading, with ``settled`` false, after ``timeout_s``."""
+    every sink wrote after it); the last reading, with ``settled`` false, after ``timeout_s``.
+    ``unsettled`` lists, per reading taken, what changed and what disagreed."""
     previous = None
+    unsettled: list[dict[str, list[str]]] = []
     deadline = time.monotonic() + timeout_s
     while True:
         time.sleep(1.2)  # longer than the sinks' period and many report intervals
         reading = read_metrics(directory)
-        settled = reading == previous and _consistent(reading, executor_count)
+        changed, inconsistent = _changed(reading, previous), _inconsistent(reading, executor_count)
+        settled = not changed and not inconsistent
+        if not settled:
+            unsettled.append({"changed": changed, "inconsistent": inconsistent})
         if settled or time.monotonic() > deadline:
-            return {"settled": settled, **reading}
+            return {"settled": settled, "unsettled": unsettled, **reading}
         previous = reading
 
 

@@ -100,6 +100,12 @@ object ColdTier extends Logging {
           .setLevel0FileNumCompactionTrigger(L0CompactionTrigger)
           .setLevel0SlowdownWritesTrigger(L0CompactionTrigger * 3)
           .setLevel0StopWritesTrigger(L0CompactionTrigger * 4)
+          // RocksDB's INFO log records every flush and compaction in a LOG file beside the
+          // state, and its periodic stats dump writes there even when the tier is idle; nobody
+          // reads it (failures reach spillstore as exceptions), and it kept the tier's disk
+          // usage moving after the last batch. Warnings and errors are still written.
+          .setInfoLogLevel(InfoLogLevel.WARN_LEVEL)
+          .setStatsDumpPeriodSec(0)
         val writeOptions = own(new WriteOptions()).setDisableWAL(true)
         val readOptions = own(new ReadOptions())
         val db = RocksDB.open(options, dir.getAbsolutePath)

@@ -3,6 +3,8 @@ package spillstore.cold
 import java.io.File
 import java.nio.file.Files
 
+import scala.jdk.CollectionConverters._
+
 import org.apache.commons.io.FileUtils
 import org.scalatest.funsuite.AnyFunSuite
 
@@ -23,6 +25,23 @@ class ColdTierSuite extends AnyFunSuite {
         s"resident memory grew by $grew bytes over $failures failed opens")
     } finally {
       ChildJvm.stop(child)
+      FileUtils.deleteQuietly(root)
+    }
+  }
+
+  test("a cold tier's directory holds state, not RocksDB's info log: only warnings are " +
+    "logged and no stats are dumped, so an idle tier writes nothing") {
+    val root = Files.createTempDirectory("spillstore-cold-tier").toFile
+    val tier = ColdTier.create(root, "log-level")
+    try {
+      // The OPTIONS file is the options RocksDB opened the tier with, written at open.
+      val options = tier.dir.listFiles().filter(_.getName.startsWith("OPTIONS-"))
+      assert(options.length == 1, tier.dir.list().mkString(", "))
+      val lines = Files.readAllLines(options.head.toPath).asScala.map(_.trim).toSet
+      assert(lines("info_log_level=WARN_LEVEL") && lines("stats_dump_period_sec=0"),
+        lines.filter(l => l.startsWith("info_log") || l.startsWith("stats_dump")))
+    } finally {
+      tier.close()
       FileUtils.deleteQuietly(root)
     }
   }
