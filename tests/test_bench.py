@@ -11,6 +11,7 @@ import tempfile
 import time
 from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 import bench_remote
 import harness
@@ -335,6 +336,25 @@ def test_restart_column_only_when_a_run_restarted() -> None:
     lines = format_report(PRESETS["small"], summarize(runs)).splitlines()
     assert "commit ms  restart s  GC s" in lines[1]
     assert lines[2].split()[5:8] == ["10", "5.0", "1.0"] and lines[3].split()[6] == "-"
+
+
+@pytest.mark.parametrize("name", ["restart", "restart-spill"])
+def test_the_restart_presets_restart_every_run_without_the_flag(
+        name: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    specs: list[dict[str, Any]] = []
+
+    def fake_worker(spec: dict[str, Any], timeout_s: float, base: RunResult) -> RunResult:
+        specs.append(spec)
+        return replace(base, records_per_s=100.0, restart_s=3.5 if spec["restart"] else None)
+
+    monkeypatch.setattr(_bench_runner, "_run_worker", fake_worker)
+    result = _bench_runner.run_once(PRESETS[name], "rocksdb", 1, bench.Setup(30.0))
+    assert [s["restart"] for s in specs] == [False, True] and result.restart_s == 3.5
+    assert "then restarted in a fresh JVM" in PRESETS[name].describe()
+    # The spilling one: a state of 2M keys (about 160 MB on the heap) over a 32 MB budget.
+    budget = specs[0]["preset"]["memory_budget"]
+    assert (budget, specs[0]["preset"]["keys"]) == (
+        ("32m", 2_000_000) if name == "restart-spill" else (None, 1_000_000))
 
 
 @pytest.mark.parametrize("restart_fails", [False, True])

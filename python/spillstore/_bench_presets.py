@@ -33,6 +33,9 @@ class Preset:
     memory_budget: str | None = None
     """spillstore's ``memoryBudget`` for the preset (a preset about eviction sets one smaller
     than its state); ``None``: spillstore's default, a share of the driver memory."""
+    restart: bool = False
+    """Whether every run restarts its query in a fresh JVM after its batches, as ``--restart``
+    asks of any preset: the preset is about restart time."""
 
     def describe(self) -> str:
         """One line naming every parameter of the workload."""
@@ -40,9 +43,10 @@ class Preset:
         keys = (f"{self.keys:,} hot keys taking {1 - self.one_hit_share:.0%} of the rows, the "
                 f"rest on keys seen once" if self.one_hit_share else f"{self.keys:,} {kind} keys")
         budget = f", spillstore memoryBudget {self.memory_budget}" if self.memory_budget else ""
+        restart = ", then restarted in a fresh JVM" if self.restart else ""
         return (f"{self.name}: {keys}, {self.batches} batches of {self.rows_per_batch:,} rows "
                 f"measured after {WARMUP_BATCHES} warm-up batch, driver memory "
-                f"{self.driver_memory}{budget}")
+                f"{self.driver_memory}{budget}{restart}")
 
 
 PRESETS = {
@@ -55,10 +59,17 @@ PRESETS = {
                driver_memory="1g"),
         Preset("onehit", keys=10_000, rows_per_batch=500_000, batches=12, driver_memory="1g",
                one_hit_share=0.1, memory_budget="32m"),
+        Preset("restart", keys=1_000_000, rows_per_batch=250_000, batches=4, driver_memory="1g",
+               restart=True),
+        Preset("restart-spill", keys=2_000_000, rows_per_batch=500_000, batches=4,
+               driver_memory="2g", memory_budget="32m", restart=True),
     )
 }
 """``small``: state that fits the heap; ``skewed``: hot keys and a long cold tail; ``large``:
 25M distinct keys, far beyond a 1 GB driver (Spark's default provider is expected to die in
 GC); ``onehit``: a hot set that fits plus a stream of keys seen once, several times the budget
 over the run (a cache must keep the hot set: the oracle that knows it hits on every lookup
-after the warm-up batch, since a new key's lookup is answered without RocksDB)."""
+after the warm-up batch, since a new key's lookup is answered without RocksDB); ``restart``
+and ``restart-spill``: the seconds a query takes to come back on its state in a fresh JVM,
+with a state that fits the heap and with one about five times spillstore's budget (the other
+providers keep all of it on their heap or in their RocksDB)."""

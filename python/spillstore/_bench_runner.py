@@ -192,9 +192,9 @@ class Setup:
 
 
 def run_once(preset: Preset, provider: str, repetition: int, setup: Setup) -> RunResult:
-    """Run one benchmark process (and with ``setup.restart`` the restarting one after it) and
-    wait for it, killing its process group (the Python worker and the JVM it launched) at the
-    timeout."""
+    """Run one benchmark process (and with ``setup.restart`` or ``preset.restart`` the
+    restarting one after it) and wait for it, killing its process group (the Python worker and
+    the JVM it launched) at the timeout."""
     workdir = tempfile.mkdtemp(prefix="spillstore-bench-")
     checkpoint = None
     if setup.checkpoint_dir is not None:
@@ -209,7 +209,7 @@ def run_once(preset: Preset, provider: str, repetition: int, setup: Setup) -> Ru
     started = time.monotonic()
     try:
         result = _run_worker(spec, setup.timeout_s, base)
-        if setup.restart and result.ok:
+        if (setup.restart or preset.restart) and result.ok:
             restarted = _run_worker({**spec, "restart": True}, setup.timeout_s, base)
             result = (replace(result, restart_s=restarted.restart_s) if restarted.ok else
                       replace(result, failure=f"restart: {restarted.failure}",

@@ -25,7 +25,7 @@ final class Recovery(dir: CheckpointDir) extends Logging {
     checkJournals(listing, base, version)
     val used = dir.withNewestGoodBase(listing, version) { (b, readBase) =>
       state.clear() // each try at a base starts empty: a corrupt one may have loaded a part
-      if (b > 0) readBase(state.loadSnapshotEntry)
+      if (b > 0) state.loadSnapshot(readBase)
       b
     }
     replayJournals(used, version, state)
@@ -51,7 +51,7 @@ final class Recovery(dir: CheckpointDir) extends Logging {
     }
     checkJournals(listing, snapshotVersion, version)
     state.clear()
-    if (snapshotVersion > 0) applyFile(StateFile.Snapshot, snapshotVersion, state.loadSnapshotEntry)
+    if (snapshotVersion > 0) state.loadSnapshot(applyFile(StateFile.Snapshot, snapshotVersion, _))
     replayJournals(snapshotVersion, version, state)
   }
 

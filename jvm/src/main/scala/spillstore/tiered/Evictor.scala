@@ -3,7 +3,7 @@ package spillstore.tiered
 import org.apache.spark.unsafe.Platform
 
 import spillstore.cold.{ColdKeys, ColdWrite}
-import spillstore.heap.{HeapTier, KeyOrder}
+import spillstore.heap.HeapTier
 
 /**
  * Write-back eviction of one live state: the heap's coldest committed entries (by CLOCK) go to
@@ -112,38 +112,29 @@ private[tiered] final class Evictor(heap: HeapTier, cold: ColdSide, counting: Ti
     n
   }
 
-  /**
-   * Writes the victims whose value RocksDB lacks, in one write in key order; returns how many.
-   * In key order, RocksDB's memtable inserts each key next to where the previous one went (its
-   * skip list keeps that position): 583 ns a key written against 753 in eviction order, sorting
-   * included (`spillstore.bench.ColdWriteBench`, 7,490 16-byte keys a write).
-   */
+  /** Writes the victims whose value RocksDB lacks, in one write; returns how many. */
   private def writeBack(victims: Array[Int], count: Int): Int = {
-    val dirty = victims.take(count).filter(heap.cold(_) != HeapTier.ColdClean)
-    val n = dirty.length
-    if (n == 0) return 0
-    val keys = new Array[Array[Byte]](n)
-    val keyOffsets = new Array[Int](n)
-    val keyLengths = new Array[Int](n)
-    var size = 0L
+    val puts = new ColdPuts(count)
     var i = 0
-    while (i < n) {
-      val v = dirty(i)
-      if (cold.keys eq ColdKeys.Plain) {
-        keys(i) = heap.page(v); keyOffsets(i) = heap.keyOffset(v); keyLengths(i) = heap.keyLength(v)
-      } else { val k = cold.keys.encode(heap.keyBytes(v)); keys(i) = k; keyLengths(i) = k.length }
-      size += ColdWrite.putBytes(keyLengths(i), heap.valueLength(v))
+    while (i < count) {
+      val v = victims(i)
+      if (heap.cold(v) != HeapTier.ColdClean) {
+        val page = heap.page(v)
+        val valueOffset = heap.keyOffset(v) + heap.keyLength(v)
+        if (cold.keys eq ColdKeys.Plain) {
+          puts.add(page, heap.keyOffset(v), heap.keyLength(v), page, valueOffset, heap.valueLength(v))
+        } else {
+          val k = cold.keys.encode(heap.keyBytes(v))
+          puts.add(k, 0, k.length, page, valueOffset, heap.valueLength(v))
+        }
+      }
       i += 1
     }
-    val write = new ColdWrite(Math.toIntExact(size))
-    KeyOrder.order(keys, keyOffsets, keyLengths, n).foreach { j =>
-      val v = dirty(j)
-      write.put(keys(j), keyOffsets(j), keyLengths(j), heap.page(v),
-        heap.keyOffset(v) + heap.keyLength(v), heap.valueLength(v))
+    if (puts.size > 0) {
+      val batch = puts.toWriteBatch
+      try cold.writeEvicted(batch) finally batch.close()
     }
-    val batch = write.toWriteBatch
-    try cold.writeEvicted(batch) finally batch.close()
-    n
+    puts.size
   }
 }
 

@@ -28,7 +28,8 @@ import spillstore.metrics.TierCounters
  * Its parts, each with one job: `Ownership` (who may use the state, when: the lease and phase
  * table), `HeapTier` and `ColdSide` (the two tiers), `LiveIterators` (the batch's
  * iterations), `Evictor` (write-back to RocksDB) and `TierCounting`. This class is the
- * two-tier view over them (reads, writes, the batch's end, recovery) and the memory manager's
+ * two-tier view over them (reads, writes, the batch's end, recovery; `ColdLoad` takes what a
+ * snapshot load brings past the budget) and the memory manager's
  * `Spillable`: it reports growth to its `Budget` and evicts what that asks, and publishes
  * its sizes in volatile fields, which relief rounds read from any thread.
  */
@@ -295,14 +296,24 @@ final class TieredState(
   }
 
   /**
-   * Adds one entry of a snapshot being loaded into a cleared state: snapshot keys are unique,
-   * so unlike [[applyCommitted]] it never asks the cold tier whether the key is there.
+   * Loads a snapshot into this cleared state: `read` calls its argument with each entry, in key
+   * order, and returns once the file is verified. Entries go to the heap until the budget
+   * first asks this state to evict; the rest go straight to the cold tier (`ColdLoad`).
+   * Snapshot keys are unique, so unlike [[applyCommitted]] it never asks the cold tier whether
+   * a key is there. If `read` fails, what was loaded stays: clear the state before another try.
    */
-  def loadSnapshotEntry(key: Array[Byte], value: Array[Byte]): Unit = {
-    val before = heap.allocatedBytes
-    heap.insertCommitted(HeapTier.hashOf(key), key, value, HeapTier.ColdAbsent)
-    committedKeys += 1
-    grew(heap.allocatedBytes - before)
+  def loadSnapshot(read: ((Array[Byte], Array[Byte]) => Unit) => Unit): Unit = {
+    var toCold: ColdLoad = null
+    read { (key, value) =>
+      committedKeys += 1
+      if (toCold != null) toCold.add(key, value)
+      else {
+        val before = heap.allocatedBytes
+        heap.insertCommitted(HeapTier.hashOf(key), key, value, HeapTier.ColdAbsent)
+        if (grew(heap.allocatedBytes - before)) toCold = new ColdLoad(cold, () => committedKeys)
+      }
+    }
+    if (toCold != null) toCold.finish()
   }
 
   /** Applies one committed record (a null value removes) outside any batch. */
@@ -329,7 +340,8 @@ final class TieredState(
 
   // ---------------------------------------------------------------- memory (Spillable)
 
-  private def grew(bytes: Long): Unit = {
+  /** Counts `bytes` of growth; true if it took a report that found the state over budget. */
+  private def grew(bytes: Long): Boolean = {
     unreportedBytes += math.max(bytes, 0)
     if (unreportedBytes >= reportEveryBytes ||
       evictor.overShrinkTarget(publishedBytes + unreportedBytes, heap.numLiveEntries)) {
@@ -337,17 +349,21 @@ final class TieredState(
       reportEveryBytes = budget.reportEveryBytes
       publish()
       keepToBudget()
-    }
+    } else false
   }
 
   /**
    * On the owner's thread: honours a pending shrink request, then evicts what the budget asks
    * until it asks nothing more (or nothing more can go: pinned entries, open iterators).
+   * Returns whether anything was asked.
    */
-  private def keepToBudget(): Unit = {
+  private def keepToBudget(): Boolean = {
+    val requested = evictor.shrinkRequested
     evictor.shrinkIfRequested()
     var e = budget.report(this)
+    val asked = requested || !e.isEmpty
     while (!e.isEmpty && evictor.evict(e.bytes, e.entries) > 0) e = budget.report(this)
+    asked
   }
 
   /**

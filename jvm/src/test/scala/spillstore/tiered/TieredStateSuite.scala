@@ -256,6 +256,71 @@ class TieredStateSuite extends AnyFunSuite with BeforeAndAfterAll {
     assert(scan("nope") === Set.empty)
   }
 
+  /**
+   * A snapshot's records: unique keys in unsigned byte order, as `StateFile` writes them. Rows
+   * are copied as they come: the projections reuse theirs.
+   */
+  private def snapshotOf(entries: Iterator[(UnsafeRow, UnsafeRow)]): Seq[(Array[Byte], Array[Byte])] =
+    entries.map { case (k, v) => k.copy().getBytes -> v.copy().getBytes }.toSeq
+      .sortWith((a, b) => java.util.Arrays.compareUnsigned(a._1, b._1) < 0)
+
+  private def load(s: TieredState, snapshot: Seq[(Array[Byte], Array[Byte])]): Unit = {
+    s.clear()
+    s.loadSnapshot(visit => snapshot.foreach { case (k, v) => visit(k, v) })
+  }
+
+  test("a snapshot past the heap's share loads the rest straight into the cold tier, exactly: " +
+    "no entry goes through the heap first, and journals replay over both tiers") {
+    val f = new Fixture(maxEntries = 1000)
+    val s = f.state
+    val n = 20000L // twenty write batches of cold entries
+    load(s, snapshotOf((0L until n).iterator.map(i => key(i) -> bytes(i * 3))))
+    // The budget asked once the heap held its share: that eviction (one entry, and more to pay
+    // for the cold-key filter's first layer) is all that went through the heap.
+    val evicted = s.counters.evictions
+    assert(evicted > 0 && evicted < 1000, "entries past the share went through the heap")
+    assert(s.heap.numLiveEntries === 1001 - evicted)
+    assert(s.coldKeyCount === n - s.heap.numLiveEntries)
+    assert(s.numKeys === n)
+    var model = (0L until n).map(i => i -> i * 3).toMap
+    assert(contents(s) == model, "the loaded state differs from the snapshot")
+    assert(got(s.get(key(n - 1))) === (n - 1) * 3 && s.get(key(n)) === null)
+    // Journals after the snapshot update, remove and add keys of both tiers.
+    def inHeap(r: UnsafeRow) = s.heap.lookup(r.getBaseObject, r.getBaseOffset, r.getSizeInBytes, r.hashCode) >= 0
+    val coldOnes = (0L until n).filter(i => !inHeap(key(i))).take(2)
+    s.applyCommitted(key(coldOnes(0)).copy().getBytes, bytes(-1).getBytes)
+    s.applyCommitted(key(coldOnes(1)).copy().getBytes, null)
+    s.applyCommitted(key(n).copy().getBytes, bytes(7).getBytes)
+    model = model + (coldOnes(0) -> -1L) - coldOnes(1) + (n -> 7L)
+    assert(contents(s) == model, "the state after the journals differs from the model")
+    assert(s.numKeys === model.size)
+    // Loading again starts from empty: nothing of the first load stays in either tier.
+    load(s, snapshotOf((0L until 10L).iterator.map(i => key(i) -> bytes(i))))
+    assert(contents(s) === (0L until 10L).map(i => i -> i).toMap && s.coldKeyCount === 0)
+    s.close()
+  }
+
+  test("a prefix store's snapshot past the heap's share: its cold entries are found by prefix") {
+    val keySchema = StructType(Seq(StructField("g", StringType), StructField("t", LongType)))
+    val kp = UnsafeProjection.create(keySchema)
+    def k(g: String, t: Long) = kp(new GenericInternalRow(Array[Any](UTF8String.fromString(g), t)))
+    val pp = UnsafeProjection.create(StructType(keySchema.take(1)))
+    def p(g: String) = pp(new GenericInternalRow(Array[Any](UTF8String.fromString(g)))).copy()
+    val f = new Fixture(maxEntries = 1000, Some(new PrefixIndex(keySchema, 1)))
+    val s = f.state
+    val groups = (0 until 50).map(g => s"group-$g")
+    load(s, snapshotOf(for (g <- groups.iterator; t <- (0L until 400L).iterator) yield k(g, t) -> bytes(t)))
+    assert(s.counters.evictions < 1000, "entries past the share went through the heap")
+    assert(s.coldKeyCount === 20000 - s.heap.numLiveEntries && s.numKeys === 20000)
+    groups.foreach { g =>
+      val found = s.prefixScan(p(g)).map { kv =>
+        val r = new UnsafeRow(2); r.pointTo(kv.key, kv.keyLength); r.getLong(1) -> got(kv)
+      }
+      assert(found.toMap == (0L until 400L).map(t => t -> t).toMap, s"$g: ${found.length} found")
+    }
+    s.close()
+  }
+
   test("random workload with a tiny heap matches a model, through commits, aborts and reloads") {
     val rnd = new Random(11)
     val f = new Fixture(maxEntries = 7)
