@@ -45,12 +45,14 @@ def test_bench_runs_every_provider_and_writes_json_and_plot(tmp_path: Path) -> N
     assert not list(tmp_path.glob("spillstore-bench-*")), "run directories are removed"
 
 
-def test_bench_with_checkpoint_dir_and_restart(tmp_path: Path) -> None:
+def test_bench_restart_preset_with_checkpoint_dir(tmp_path: Path) -> None:
+    """The ``restart`` preset restarts each run without ``--restart``, and its runs snapshot
+    early enough that the restart has a snapshot to load."""
     raw, checkpoints = tmp_path / "runs.json", tmp_path / "checkpoints"
     bench = subprocess.run(
-        [sys.executable, "-m", "spillstore", "bench", "--preset", "small", "--keys", "500",
-         "--rows-per-batch", "500", "--batches", "1", "--repetitions", "1",
-         "--providers", "spillstore", "--checkpoint-dir", checkpoints.as_uri(), "--restart",
+        [sys.executable, "-m", "spillstore", "bench", "--preset", "restart", "--keys", "500",
+         "--rows-per-batch", "500", "--batches", "3", "--repetitions", "1",
+         "--providers", "spillstore", "--checkpoint-dir", checkpoints.as_uri(),
          "--timeout", "120", "--json", str(raw)],
         capture_output=True, text=True, timeout=300, env={**os.environ, **harness.jvm_tmp_env(tmp_path)})
     assert bench.returncode == 0, bench.stdout + bench.stderr[-5000:]
@@ -59,9 +61,12 @@ def test_bench_with_checkpoint_dir_and_restart(tmp_path: Path) -> None:
     assert run["failure"] is None, run
     assert 0 < run["restart_s"] < run["seconds"], run
     (kept,) = checkpoints.iterdir()
-    assert run["checkpoint"] == kept.as_uri() and kept.name.startswith("small-spillstore-1-")
+    assert run["checkpoint"] == kept.as_uri() and kept.name.startswith("restart-spillstore-1-")
     # The restarted query committed a batch beyond the warm-up and measured ones.
-    assert max(int(p.name) for p in (kept / "commits").iterdir() if p.name.isdigit()) >= 2
+    assert max(int(p.name) for p in (kept / "commits").iterdir() if p.name.isdigit()) >= 4
+    # Maintenance every 2 s, a snapshot once two journals follow the last one (Spark's
+    # defaults, 60 s and 10, would leave none in a run of seconds).
+    assert list((kept / "state").rglob("*.snapshot")), sorted((kept / "state").rglob("*"))
     assert "restart s" in bench.stdout.splitlines()[1], bench.stdout
     assert not list(tmp_path.glob("spillstore-bench-*")), "run directories are removed"
 

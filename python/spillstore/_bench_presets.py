@@ -5,11 +5,17 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-__all__ = ["PRESETS", "Preset", "WARMUP_BATCHES"]
+__all__ = ["PRESETS", "Preset", "RESTART_SNAPSHOT_CONFS", "WARMUP_BATCHES"]
 
 WARMUP_BATCHES = 1
 """Batches each run executes before the measured ones (class loading, code generation, JIT);
 they count neither in records/s nor in the commit time."""
+
+RESTART_SNAPSHOT_CONFS = {
+    "spark.sql.streaming.stateStore.minDeltasForSnapshot": "2",
+    "spark.sql.streaming.stateStore.maintenanceInterval": "2s",
+}
+"""Spark confs of a restart preset's runs, every provider alike: see :attr:`Preset.restart`."""
 
 
 @dataclass(frozen=True)
@@ -35,7 +41,11 @@ class Preset:
     than its state); ``None``: spillstore's default, a share of the driver memory."""
     restart: bool = False
     """Whether every run restarts its query in a fresh JVM after its batches, as ``--restart``
-    asks of any preset: the preset is about restart time."""
+    asks of any preset: the preset is about restart time. Every provider then snapshots its
+    state once two versions follow the last snapshot, checked every 2 seconds
+    (:data:`RESTART_SNAPSHOT_CONFS`; Spark's defaults are 10 versions and 60 seconds), so that
+    within a run of a few batches the restart loads a snapshot and the journals after it, as a
+    long-running query's does."""
 
     def describe(self) -> str:
         """One line naming every parameter of the workload."""

@@ -26,7 +26,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from ._bench_presets import WARMUP_BATCHES, Preset
+from ._bench_presets import RESTART_SNAPSHOT_CONFS, WARMUP_BATCHES, Preset
 from ._bench_runner import Cluster
 from ._config import PROVIDER_CLASS_CONF, configure
 from ._jobs import PROVIDERS, local_builder, skewed_key
@@ -247,8 +247,9 @@ def main(argv: Sequence[str]) -> int:
         builder.master(Cluster(**cluster).master)
         for key, value in _cluster_confs(cluster, workdir).items():
             builder.config(key, value)
-    # Before configure(), which adds its jar to a spark.jars set here.
-    for key, value in spec["conf"].items():
+    # Before configure(), which adds its jar to a spark.jars set here; --conf last, to win.
+    for key, value in {**(RESTART_SNAPSHOT_CONFS if preset.restart else {}),
+                       **spec["conf"]}.items():
         builder.config(key, value)
     if provider == "spillstore":
         options = dict(spec["options"])
