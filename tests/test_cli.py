@@ -48,6 +48,32 @@ def test_option_only_with_spillstore(capsys: pytest.CaptureFixture[str]) -> None
     assert "spillstore provider only" in capsys.readouterr().err
 
 
+def test_migrate_confs_reach_its_session(monkeypatch: pytest.MonkeyPatch) -> None:
+    """``migrate --conf`` goes to the session migrate starts (a checkpoint on S3 needs the
+    connector there); the real migration over S3 and HDFS is tests/test_e2e_remote.py's."""
+    from spillstore import cli
+
+    # The package's `migrate` attribute is the function; the module is in sys.modules.
+    migrate_module = sys.modules["spillstore.migrate"]
+
+    seen: list[dict[str, str]] = []
+
+    class Stop(Exception):
+        pass
+
+    def session(conf: dict[str, str]) -> Any:
+        seen.append(dict(conf))
+        raise Stop
+
+    monkeypatch.setattr(migrate_module, "_local_session", session)
+    with pytest.raises(Stop):
+        cli.main(["migrate", "s3a://b/ck", "--conf", "spark.jars=a.jar,b.jar",
+                  "--conf", "spark.hadoop.fs.s3a.endpoint=http://h:1"])
+    assert seen == [{"spark.jars": "a.jar,b.jar", "spark.hadoop.fs.s3a.endpoint": "http://h:1"}]
+    with pytest.raises(ValueError, match="session passed as spark"):
+        migrate_module.migrate("/ck", spark=object(), conf={"spark.a": "1"})
+
+
 def test_demo_without_jar_says_make_jar(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:

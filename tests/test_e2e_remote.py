@@ -209,19 +209,13 @@ def _refuse_during_batch(runs: RemoteRuns, pause_dir: Path, report_file: Path) -
 
 
 def _migrate_cli(runs: RemoteRuns, checkpoint: str) -> subprocess.CompletedProcess[str]:
-    """``python -m spillstore migrate`` in a process of its own. Its session has no conf
-    option: the storage's jars and conf reach it through PYSPARK_SUBMIT_ARGS."""
-    conf = dict(runs.storage.conf)
-    args = []
-    if "spark.jars" in conf:
-        args += ["--driver-class-path", conf.pop("spark.jars").replace(",", ":")]
-    for key, value in conf.items():
-        args += ["--conf", f"{key}={value}"]
-    env = {"PYSPARK_SUBMIT_ARGS": " ".join([*args, "pyspark-shell"])} if args else None
+    """``python -m spillstore migrate`` in a process of its own, the storage's jars and
+    settings given as a user would, with ``--conf``."""
+    confs = [a for key, value in runs.storage.conf.items() for a in ("--conf", f"{key}={value}")]
     workdir = runs.workdir / "migrate-cli"
     workdir.mkdir()
-    return harness.run_job(["-m", "spillstore", "migrate", checkpoint, "--idle-seconds", "0"],
-                           workdir, timeout_s=300, env=env)
+    return harness.run_job(["-m", "spillstore", "migrate", checkpoint, "--idle-seconds", "0",
+                            *confs], workdir, timeout_s=300)
 
 
 def _run_all(runs: RemoteRuns) -> None:

@@ -120,7 +120,7 @@ def _checkpoint(args: argparse.Namespace) -> int:
 def _migrate(args: argparse.Namespace) -> int:
     try:
         result = migrate(args.checkpoint, args.to, batch=args.batch,
-                         idle_seconds=args.idle_seconds)
+                         idle_seconds=args.idle_seconds, conf=dict(args.conf))
     except MigrationRefused as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
@@ -185,6 +185,10 @@ def _parser() -> argparse.ArgumentParser:
     move.add_argument("--idle-seconds", type=int, default=60, metavar="S",
                       help="refuse if the offset or commit log was written in the last S "
                       "seconds: the query may be running (default: %(default)s)")
+    move.add_argument("--conf", type=parse_option, action="append", default=[],
+                      metavar="KEY=VALUE",
+                      help="a Spark conf for the migration's session, e.g. spark.jars and "
+                      "spark.hadoop.fs.s3a.* for a checkpoint on S3 (repeatable)")
     move.set_defaults(run=_migrate)
     jar = commands.add_parser(
         "jar",

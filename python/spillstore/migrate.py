@@ -16,6 +16,7 @@ Spark session for it when none is given.
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -61,7 +62,7 @@ class MigrationResult:
 
 
 def migrate(checkpoint: str | Path, to: str = "spillstore", *, batch: int | None = None,
-            idle_seconds: int = 60, spark: Any = None,
+            idle_seconds: int = 60, spark: Any = None, conf: Mapping[str, str] | None = None,
             progress: bool = True) -> MigrationResult:
     """Move the state of the stopped query at ``checkpoint`` onto the provider ``to``.
 
@@ -76,6 +77,9 @@ def migrate(checkpoint: str | Path, to: str = "spillstore", *, batch: int | None
             checkpoint; this is how a running query is detected).
         spark: a session whose JVM has the spillstore jar (see :func:`spillstore.configure`);
             by default a local one is started and stopped again.
+        conf: Spark confs for that local session, e.g. ``spark.jars`` and
+            ``spark.hadoop.fs.s3a.*`` for a checkpoint on S3; not with ``spark``, whose own
+            confs apply.
         progress: print each store as it is verified (from the JVM, to standard output).
 
     Raises:
@@ -84,9 +88,12 @@ def migrate(checkpoint: str | Path, to: str = "spillstore", *, batch: int | None
     """
     if to not in TARGETS:
         raise MigrationRefused(f"unknown target provider {to!r}: use one of {', '.join(TARGETS)}")
+    if spark is not None and conf:
+        raise ValueError("conf is for the session migrate starts: set it on the session "
+                         "passed as spark instead")
     own = spark is None
     if own:
-        spark = _local_session()
+        spark = _local_session(conf or {})
     try:
         from py4j.protocol import Py4JJavaError
 
@@ -106,11 +113,14 @@ def migrate(checkpoint: str | Path, to: str = "spillstore", *, batch: int | None
             spark.stop()
 
 
-def _local_session() -> Any:
+def _local_session(conf: Mapping[str, str]) -> Any:
     from pyspark.sql import SparkSession
 
     builder = (SparkSession.builder.master("local[1]").appName("spillstore-migrate")
                .config("spark.ui.enabled", "false"))
+    # Before configure(), which adds its jar to a spark.jars set here.
+    for key, value in conf.items():
+        builder.config(key, value)
     spark = configure(builder).getOrCreate()
     spark.sparkContext.setLogLevel("WARN")
     return spark
