@@ -34,6 +34,7 @@ def test_bench_runs_every_provider_and_writes_json_and_plot(tmp_path: Path) -> N
         assert run["failure"] is None, run
         assert run["records_per_s"] > 0 and run["state_rows"] == KEYS, run
         assert run["commit_ms"] >= 0 and run["gc_s"] >= 0 and run["peak_rss_mb"] > 100, run
+        assert run["updates_ms"] >= 0 and run["batch_ms"] > 0, run
         assert 0 <= run["gc_share"] < 1, run
         # Every key is new in the warm-up batch and revisited after it: all heap hits.
         assert (run["hit_ratio"] == 1.0) == (run["provider"] == "spillstore"), run

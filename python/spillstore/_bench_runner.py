@@ -38,6 +38,12 @@ class RunResult:
     """Input rows of the measured batches / the sum of their ``triggerExecution`` times."""
     commit_ms: float | None = None
     """Median over the measured batches of ``stateOperators[0].commitTimeMs``."""
+    updates_ms: float | None = None
+    """Median over the measured batches of ``stateOperators[0].allUpdatesTimeMs``: the time
+    the state's reads and writes took (with ``commit_ms``, the state's share of a batch), summed
+    over its stores, as the commit time is. Written to ``--json`` only."""
+    batch_ms: float | None = None
+    """Median over the measured batches of ``durationMs.triggerExecution``. ``--json`` only."""
     gc_s: float | None = None
     """Collection time of all the driver JVM's collectors over its life."""
     gc_share: float | None = None

@@ -165,6 +165,9 @@ def _measure(spark: Any, preset: Preset, checkpoint: str, timeout_s: float,
     return {
         "records_per_s": round(rows / (busy_ms / 1000), 1),
         "commit_ms": statistics.median(p["stateOperators"][0]["commitTimeMs"] for p in measured),
+        "updates_ms": statistics.median(p["stateOperators"][0]["allUpdatesTimeMs"]
+                                        for p in measured),
+        "batch_ms": statistics.median(p["durationMs"]["triggerExecution"] for p in measured),
         "gc_s": round(gc_ms / 1000, 2),
         "gc_share": round(gc_ms / uptime_ms, 4) if uptime_ms > 0 else None,
         "hit_ratio": _hit_ratio(measured),
