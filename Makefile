@@ -97,11 +97,13 @@ test-jvm: $(VENV)/.installed
 	rm -rf jvm/target/test-tmp
 	bin/sbt spillstore/test; status=$$?; rm -rf jvm/target/test-tmp; exit $$status
 
+# Every suite has a --basetemp of its own: under the shared /tmp/pytest-of-<user>, pytest deletes
+# other sessions' dirs (retention 0), which breaks any run going on at the same time.
 test-python: $(PKG_JAR)
-	$(PY) -m pytest -q -m "not heavy and not install and not cluster and not remote" tests
+	$(PY) -m pytest -q -m "not heavy and not install and not cluster and not remote" --basetemp=target/pytest-python tests
 
 test-heavy: $(PKG_JAR)
-	$(PY) -m pytest -q -s -m heavy tests
+	$(PY) -m pytest -q -s -m heavy --basetemp=target/pytest-heavy tests
 
 # The end-to-end tests on local-cluster (executor JVMs apart from the driver); minutes.
 test-cluster: $(PKG_JAR)
@@ -123,9 +125,7 @@ $(foreach l,$(OTHER_LINES),test-conformance-$(l)): test-conformance-%: $(VENV)/.
 test-conformance: $(foreach l,$(OTHER_LINES),test-conformance-$(l))
 
 # A line's end-to-end tests in its own venv: all of them (but heavy) on 3.5, the smaller set
-# on 4.0, 4.1 and 4.2.
-# Each run has its own --basetemp: pytest deletes other runs' dirs under the shared
-# /tmp/pytest-of-<user> (retention 0), which breaks runs going on at the same time.
+# on 4.0, 4.1 and 4.2; each with its own --basetemp (see test-python).
 test-line-3.5: $(PKG_JAR) .venv-3.5/.installed
 	.venv-3.5/bin/python -m pytest -q -m "not heavy and not browser and not install and not cluster and not remote" --basetemp=target/pytest-3.5 tests
 
