@@ -73,18 +73,20 @@ def test_bench_restart_preset_with_checkpoint_dir(tmp_path: Path) -> None:
 
 
 @pytest.mark.cluster
-def test_bench_on_local_cluster_reports_each_executors_peak_rss(tmp_path: Path) -> None:
+def test_bench_on_local_cluster_reports_each_executors_peak_rss_and_restarts(
+        tmp_path: Path) -> None:
     raw = tmp_path / "runs.json"
     bench = subprocess.run(
         [sys.executable, "-m", "spillstore", "bench", "--preset", "small", "--keys", "500",
          "--rows-per-batch", "500", "--batches", "1", "--repetitions", "1",
          "--providers", "spillstore", "--cluster", "2,1,1024", "--executor-memory", "768m",
-         "--timeout", "240", "--json", str(raw)],
+         "--restart", "--timeout", "240", "--json", str(raw)],
         capture_output=True, text=True, timeout=300, env=dict(os.environ, TMPDIR=str(tmp_path)))
     assert bench.returncode == 0, bench.stdout + bench.stderr[-5000:]
 
     (run,) = json.loads(raw.read_text())["runs"]
     assert run["failure"] is None and run["state_rows"] == 500, run
+    assert 0 < run["restart_s"] < run["seconds"], run  # on a cluster of its own too
     each = run["executor_rss_each_mb"]
     assert sorted(each) == ["0", "1"] and run["executor_rss_mb"] == max(each.values()), run
     # A JVM with a 768 MB heap that ran tasks holds more than 100 MB, and Spark measured it

@@ -78,13 +78,12 @@ def _cluster_confs(cluster: dict[str, Any], workdir: Path) -> dict[str, str]:
     }
 
 
-def _use_spark_home(workdir: Path) -> None:
-    """Point SPARK_HOME at a directory of the run whose bin, jars and python are pyspark's:
-    the standalone worker keeps its executors' directories (logs, fetched jars) in
+def _use_spark_home(home: Path) -> None:
+    """Point SPARK_HOME at ``home``, a new directory of the run whose bin, jars and python are
+    pyspark's: the standalone worker keeps its executors' directories (logs, fetched jars) in
     ``$SPARK_HOME/work``, which would otherwise be inside the installed package."""
     import pyspark
 
-    home = workdir / "spark-home"
     home.mkdir()
     for name in ("bin", "jars", "python"):
         (home / name).symlink_to(Path(pyspark.__file__).parent / name)
@@ -246,7 +245,8 @@ def main(argv: Sequence[str]) -> int:
                .config("spark.driver.memory", preset.driver_memory)
                .config("spark.local.dir", str(workdir / "local")))
     if cluster is not None:
-        _use_spark_home(workdir)
+        # The restarting process shares the run's directory with the first one.
+        _use_spark_home(workdir / ("spark-home-restart" if spec["restart"] else "spark-home"))
         builder.master(Cluster(**cluster).master)
         for key, value in _cluster_confs(cluster, workdir).items():
             builder.config(key, value)
