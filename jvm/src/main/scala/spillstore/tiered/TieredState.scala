@@ -29,9 +29,9 @@ import spillstore.metrics.TierCounters
  * table), `HeapTier` and `ColdSide` (the two tiers), `LiveIterators` (the batch's
  * iterations), `Evictor` (write-back to RocksDB) and `TierCounting`. This class is the
  * two-tier view over them (reads, writes, the batch's end, recovery; `ColdLoad` takes what a
- * snapshot load brings past the budget) and the memory manager's
- * `Spillable`: it reports growth to its `Budget` and evicts what that asks, and publishes
- * its sizes in volatile fields, which relief rounds read from any thread.
+ * snapshot load brings past the budget) and the memory manager's `Spillable`: it reports
+ * growth to its `Budget` and evicts what that asks, and publishes its sizes in volatile
+ * fields, which relief rounds read from any thread.
  */
 final class TieredState(
     name: String,
