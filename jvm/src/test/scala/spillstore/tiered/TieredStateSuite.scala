@@ -234,22 +234,30 @@ class TieredStateSuite extends AnyFunSuite with BeforeAndAfterAll {
     assert(contents(s).keySet === (1L to 200L by 2).toSet)
   }
 
+  /** Keys (g: string, t: long) of a store with prefix scans over g. */
+  private object GroupKeys {
+    private val schema = StructType(Seq(StructField("g", StringType), StructField("t", LongType)))
+    private val keys = UnsafeProjection.create(schema)
+    private val prefixes = UnsafeProjection.create(StructType(schema.take(1)))
+    def index: PrefixIndex = new PrefixIndex(schema, 1)
+    /** The projection's row, reused by the next call. */
+    def key(g: String, t: Long): UnsafeRow =
+      keys(new GenericInternalRow(Array[Any](UTF8String.fromString(g), t)))
+    def prefix(g: String): UnsafeRow =
+      prefixes(new GenericInternalRow(Array[Any](UTF8String.fromString(g)))).copy()
+    def t(kv: KeyValue): Long = { val r = new UnsafeRow(2); r.pointTo(kv.key, kv.keyLength); r.getLong(1) }
+  }
+
   test("prefix scan covers both tiers") {
-    val keySchema = StructType(Seq(StructField("g", StringType), StructField("t", LongType)))
-    val kp = UnsafeProjection.create(keySchema)
-    def k(g: String, t: Long) = kp(new GenericInternalRow(Array[Any](UTF8String.fromString(g), t)))
-    val pp = UnsafeProjection.create(StructType(keySchema.take(1)))
-    def p(g: String) = pp(new GenericInternalRow(Array[Any](UTF8String.fromString(g)))).copy()
-    val f = new Fixture(maxEntries = 3, Some(new PrefixIndex(keySchema, 1)))
+    import GroupKeys.{key => k, prefix => p}
+    val f = new Fixture(maxEntries = 3, Some(GroupKeys.index))
     val s = f.state
     for (g <- Seq("a", "b", "c"); t <- 1L to 5L) s.put(k(g, t), bytes(t))
     f.commit()
     s.put(k("z", 0), bytes(0))
     f.commit()
     assert(s.coldKeyCount >= 12)
-    def scan(g: String) = s.prefixScan(p(g)).map { kv =>
-      val r = new UnsafeRow(2); r.pointTo(kv.key, kv.keyLength); r.getLong(1)
-    }.toSet
+    def scan(g: String) = s.prefixScan(p(g)).map(GroupKeys.t).toSet
     assert(scan("b") === (1L to 5L).toSet)
     s.remove(k("b", 3))
     assert(scan("b") === Set(1L, 2L, 4L, 5L))
@@ -301,21 +309,15 @@ class TieredStateSuite extends AnyFunSuite with BeforeAndAfterAll {
   }
 
   test("a prefix store's snapshot past the heap's share: its cold entries are found by prefix") {
-    val keySchema = StructType(Seq(StructField("g", StringType), StructField("t", LongType)))
-    val kp = UnsafeProjection.create(keySchema)
-    def k(g: String, t: Long) = kp(new GenericInternalRow(Array[Any](UTF8String.fromString(g), t)))
-    val pp = UnsafeProjection.create(StructType(keySchema.take(1)))
-    def p(g: String) = pp(new GenericInternalRow(Array[Any](UTF8String.fromString(g)))).copy()
-    val f = new Fixture(maxEntries = 1000, Some(new PrefixIndex(keySchema, 1)))
+    import GroupKeys.{key => k, prefix => p}
+    val f = new Fixture(maxEntries = 1000, Some(GroupKeys.index))
     val s = f.state
     val groups = (0 until 50).map(g => s"group-$g")
     load(s, snapshotOf(for (g <- groups.iterator; t <- (0L until 400L).iterator) yield k(g, t) -> bytes(t)))
     assert(s.counters.evictions < 1000, "entries past the share went through the heap")
     assert(s.coldKeyCount === 20000 - s.heap.numLiveEntries && s.numKeys === 20000)
     groups.foreach { g =>
-      val found = s.prefixScan(p(g)).map { kv =>
-        val r = new UnsafeRow(2); r.pointTo(kv.key, kv.keyLength); r.getLong(1) -> got(kv)
-      }
+      val found = s.prefixScan(p(g)).map(kv => GroupKeys.t(kv) -> got(kv))
       assert(found.toMap == (0L until 400L).map(t => t -> t).toMap, s"$g: ${found.length} found")
     }
     s.close()
