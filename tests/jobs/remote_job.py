@@ -48,7 +48,11 @@ def _pausing(pause: dict[str, Any]) -> Any:
 
     def before(batch_id: int) -> None:
         if batch_id == pause["batch"]:
-            (where / "paused").write_text(str(os.getpid()))  # the test may kill -9 us
+            # The test may kill -9 us. Renamed into place: the test reads the pid as soon as the
+            # name exists, and a half-written file once made its watcher die and the batch wait
+            # out WAIT_S with the storage up.
+            (where / "paused.tmp").write_text(str(os.getpid()))
+            os.replace(where / "paused.tmp", where / "paused")
             _wait_for(where / "go")
 
     return before
