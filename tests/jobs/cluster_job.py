@@ -18,8 +18,8 @@ each executor's directory: the jars it fetched, and its log for the cold tiers' 
 ``<workdir>/report.json``, rewritten after each step: ``{"app_id", "session_start_s",
 "driver_max_heap_mb", "executors": {id: {"pid", "max_heap_mb"}}, "budgets": {name: {"queries":
 {query: operators_job's result}, "metrics": reading}}, "executor_dirs": {id: {"jars",
-"cold_memory_mb": [MB, ...]}}, "seconds"}``; a reading is ``{"settled", "unsettled", "executors": {id:
-{metric: value}}, "sums": {metric: value}}``.
+"cold_memory_mb": [MB, ...]}}, "seconds"}``; a reading is ``{"settled", "unsettled",
+"executors": {id: {metric: value}}, "sums": {metric: value}}``.
 """
 
 from __future__ import annotations
@@ -109,16 +109,19 @@ def _inconsistent(reading: dict[str, Any], executor_count: int) -> list[str]:
                                                               for e in executors.values())]
 
 
+def _flat(reading: dict[str, Any]) -> dict[str, float]:
+    """A reading's figures by ``sums.<name>`` and ``<executor id>.<name>``."""
+    return {**{f"sums.{n}": v for n, v in reading["sums"].items()},
+            **{f"{e}.{n}": v for e, figures in reading["executors"].items()
+               for n, v in figures.items()}}
+
+
 def _changed(reading: dict[str, Any], previous: dict[str, Any] | None) -> list[str]:
     """The figures that changed since ``previous`` (all of them if there is none)."""
     if previous is None:
         return ["*"]
-    return sorted({f"{source}.{name}"
-                   for source, figures in [("sums", reading["sums"]),
-                                           *reading["executors"].items()]
-                   for name in figures
-                   if figures.get(name) != (previous["sums"] if source == "sums" else
-                                            previous["executors"].get(source, {})).get(name)})
+    now, before = _flat(reading), _flat(previous)
+    return sorted(k for k in now.keys() | before.keys() if now.get(k) != before.get(k))
 
 
 def settle(directory: Path, executor_count: int, timeout_s: float = 30) -> dict[str, Any]:
