@@ -101,7 +101,7 @@ class SpillStoreProvider extends JarLine.Checked with SparkLineProvider with Log
       memory.register(s, conf.memory)
       s
     }
-    this.slot = new LiveSlot(newLiveState, new Recovery(dir), stateStoreId.toString)
+    this.slot = new LiveSlot(newLiveState, new Recovery(dir, () => conf.localDir), stateStoreId.toString)
     this.snapshotter = new Snapshotter(dir, () => conf.localDir)
     this.cleaner = new Cleaner(dir)
   }

@@ -1,7 +1,6 @@
 package spillstore.checkpoint
 
 import java.io.File
-import java.util.{Arrays => JArrays}
 import java.util.concurrent.atomic.AtomicLong
 
 import org.apache.spark.internal.Logging
@@ -66,33 +65,10 @@ final class Snapshotter(dir: CheckpointDir, spillDir: () => File,
       case None =>
         // An older base is used around a corrupt one (see withNewestGoodBase).
         val (used, written) = dir.withNewestGoodBase(listing, version) { (base, readBase) =>
-          val changes = SortedChanges.squash(dir, base, version, runsParent, maxKeysInMemory,
-            maxOpenSources)
-          try {
-            base -> dir.write(StateFile.Snapshot, version) { out =>
-              def emitChangesBefore(key: Array[Byte]): Unit = {
-                while (changes.head != null &&
-                  (key == null || JArrays.compareUnsigned(changes.head._1, key) < 0)) {
-                  val (k, v) = changes.head
-                  if (v != null) out.put(k, v)
-                  changes.advance()
-                }
-              }
-              if (base > 0) {
-                readBase { (k, v) =>
-                  emitChangesBefore(k)
-                  if (changes.head != null && JArrays.equals(changes.head._1, k)) {
-                    val changed = changes.head._2
-                    if (changed != null) out.put(k, changed)
-                    changes.advance()
-                  } else {
-                    out.put(k, v)
-                  }
-                }
-              }
-              emitChangesBefore(null)
-            }
-          } finally changes.close()
+          base -> dir.write(StateFile.Snapshot, version) { out =>
+            MergedVersion.foreach(dir, base, version, readBase, runsParent, maxKeysInMemory,
+              maxOpenSources)(out.put)
+          }
         }
         ExecutorStats.snapshotBytes.inc(written.bytes)
         newestWritten.accumulateAndGet(version, (a: Long, b: Long) => math.max(a, b))

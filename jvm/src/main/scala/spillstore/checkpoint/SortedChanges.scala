@@ -9,6 +9,7 @@ import scala.collection.mutable.ArrayBuffer
 import scala.util.control.NonFatal
 
 import org.apache.commons.io.FileUtils
+import org.apache.hadoop.fs.Path
 
 /**
  * The final value (null = removed) of every key changed in journals (base, version], in
@@ -62,6 +63,13 @@ object SortedChanges {
   /** Each open source buffers ~150 KB (file stream, codec, record buffer). */
   val DefaultMaxOpenSources = 32
 
+  /**
+   * Journal `version` (`file`) could not be read: `cause` says why. Kept apart from what the
+   * merge's other inputs throw, so that a damaged journal is never taken for a damaged base.
+   */
+  final class UnreadableJournal(val file: Path, val version: Long,
+      cause: Throwable) extends RuntimeException(s"Cannot read journal $file: ${cause.getMessage}", cause)
+
   /** Records in ascending unsigned key order, each key once; null when exhausted. */
   private trait Source { def next(): (Array[Byte], Array[Byte]) }
 
@@ -90,17 +98,23 @@ object SortedChanges {
     private var runs = 0
 
     def addJournal(v: Long): Unit = {
-      val (reader, in) = dir.open(StateFile.Journal, v)
+      val (reader, in) = reading(v)(dir.open(StateFile.Journal, v))
       if (reader.keysSorted) {
         spillPending() // keeps sources in version order
-        add(() => reader.next(), () => in.close())
+        add(() => reading(v)(reader.next()), () => in.close())
       } else {
-        try reader.foreach { (k, value) =>
+        try reading(v)(reader.foreach { (k, value) =>
           pending.put(ByteBuffer.wrap(k), value)
           if (pending.size >= maxKeysInMemory) spillPending()
-        } finally in.close()
+        }) finally in.close()
       }
     }
+
+    private def reading[T](v: Long)(body: => T): T =
+      try body catch {
+        case e: UnreadableJournal => throw e
+        case NonFatal(e) => throw new UnreadableJournal(dir.file(StateFile.Journal, v), v, e)
+      }
 
     def result(): SortedChanges = {
       if (!pending.isEmpty) {

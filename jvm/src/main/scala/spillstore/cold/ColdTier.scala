@@ -38,13 +38,36 @@ class ColdTier private[spillstore] (val dir: File) extends AutoCloseable with Lo
   def scan(from: Array[Byte], keep: Array[Byte] => Boolean): ColdTier.Scan =
     new ColdTier.Scan(db.newIterator(rocks.readOptions), from, keep)
 
+  private var sortedFiles = 0
+
+  /**
+   * A new table file in this tier's directory for entries in strictly ascending key order, to
+   * be moved into the tier by [[ingest]]: a load that writes sorted entries this way skips
+   * RocksDB's memtables, flushes and compactions. The caller closes it.
+   */
+  def newSortedFile(): SortedFile = {
+    sortedFiles += 1
+    new SortedFile(new File(dir, s"load-$sortedFiles.sst"), rocks.options)
+  }
+
+  /**
+   * Moves `file` (finished, not closed) into the tier. Its keys must not be in the tier yet:
+   * into an empty key range it goes to the last level, where no compaction rewrites it.
+   */
+  def ingest(file: SortedFile): Unit = {
+    val options = new IngestExternalFileOptions().setMoveFiles(true)
+    try db.ingestExternalFile(java.util.Collections.singletonList(file.path.getPath), options)
+    finally options.close()
+  }
+
   /** Bytes RocksDB holds on disk and in memtables. */
   def approximateBytes: Long = property("rocksdb.total-sst-files-size") + memtableBytes
 
   /** Bytes in this tier's memtables, active and immutable (charged to [[ColdMemory]]). */
   def memtableBytes: Long = property("rocksdb.cur-size-all-mem-tables")
 
-  private def property(name: String): Long =
+  /** A RocksDB integer property of this tier, 0 if it cannot be read. */
+  private[spillstore] def property(name: String): Long =
     try db.getLongProperty(name) catch { case NonFatal(_) => 0L }
 
   override def close(): Unit = {
@@ -70,9 +93,10 @@ object ColdTier extends Logging {
    * closes what it made if any step fails: native objects are not garbage collected, so each
    * failed open of a full or broken disk (retried at every eviction) would leak a set.
    */
-  private final class Rocks private (val db: RocksDB, val readOptions: ReadOptions,
-      val writeOptions: WriteOptions, others: Seq[AutoCloseable]) {
-    def close(): Unit = (db +: readOptions +: writeOptions +: others).foreach(_.close())
+  private final class Rocks private (val db: RocksDB, val options: Options,
+      val readOptions: ReadOptions, val writeOptions: WriteOptions, others: Seq[AutoCloseable]) {
+    def close(): Unit =
+      (db +: readOptions +: writeOptions +: options +: others).foreach(_.close())
   }
 
   private object Rocks {
@@ -109,12 +133,37 @@ object ColdTier extends Logging {
         val writeOptions = own(new WriteOptions()).setDisableWAL(true)
         val readOptions = own(new ReadOptions())
         val db = RocksDB.open(options, dir.getAbsolutePath)
-        new Rocks(db, readOptions, writeOptions, Seq(options, filter))
+        new Rocks(db, options, readOptions, writeOptions, Seq(filter))
       } catch {
         case e: Throwable =>
           made.foreach(r => try r.close() catch { case NonFatal(c) => e.addSuppressed(c) })
           throw e
       }
+    }
+  }
+
+  /**
+   * One table file being written for [[ColdTier.ingest]], with the tier's table options (block
+   * format, compression, filter). Closing it deletes the file if it was not ingested.
+   */
+  final class SortedFile private[ColdTier] (private[ColdTier] val path: File, options: Options)
+    extends AutoCloseable {
+    private val envOptions = new EnvOptions()
+    private val writer = new SstFileWriter(envOptions, options)
+    private var entries = 0L
+    try writer.open(path.getPath) catch {
+      case e: Throwable => writer.close(); envOptions.close(); throw e
+    }
+
+    def put(key: Array[Byte], value: Array[Byte]): Unit = { writer.put(key, value); entries += 1 }
+    def isEmpty: Boolean = entries == 0
+    /** Bytes written so far (the blocks not yet cut are not counted). */
+    def bytes: Long = writer.fileSize()
+    /** Writes the file's index and footer; after that it can only be ingested or closed. */
+    def finish(): Unit = writer.finish()
+
+    override def close(): Unit = {
+      try { writer.close(); envOptions.close() } finally FileUtils.deleteQuietly(path)
     }
   }
 

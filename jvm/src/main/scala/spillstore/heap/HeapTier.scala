@@ -162,6 +162,11 @@ final class HeapTier(listener: HeapTier.Listener = HeapTier.NoListener) {
     val from = keyOffset(slot)
     java.util.Arrays.copyOfRange(page(slot), from, from + keyLength(slot))
   }
+  /** A copy of the value bytes. */
+  def valueBytes(slot: Int): Array[Byte] = {
+    val from = keyOffset(slot) + keyLength(slot)
+    java.util.Arrays.copyOfRange(page(slot), from, from + valueLength(slot))
+  }
   /** Heap bytes the entry costs: its record, pin and table share, its region. */
   def entryBytes(slot: Int): Long =
     PerEntryBytes + Pages.HeaderBytes + regionLength(slot)

@@ -1,20 +1,25 @@
 package spillstore.recovery
 
-import java.io.FileNotFoundException
+import java.io.{File, FileNotFoundException}
 
 import scala.util.control.NonFatal
+
+import org.apache.hadoop.fs.Path
 
 import org.apache.spark.internal.Logging
 import org.apache.spark.sql.execution.streaming.state.SpillStoreSparkBridge
 
-import spillstore.checkpoint.{CheckpointDir, ForeignFiles, StateFile}
+import spillstore.checkpoint.{CheckpointDir, ForeignFiles, MergedVersion, SortedChanges, StateFile}
 import spillstore.tiered.TieredState
 
 /**
  * Rebuilds a committed version from the checkpoint directory: the newest snapshot at or below
- * it, then the journals after that snapshot, in order.
+ * it merged with the journals after that snapshot ([[MergedVersion]]), loaded into an empty
+ * state in key order.
+ *
+ * @param spillDir where a merge of old-format or many journals writes its sorted runs
  */
-final class Recovery(dir: CheckpointDir) extends Logging {
+final class Recovery(dir: CheckpointDir, spillDir: () => File) extends Logging {
 
   /** Loads exactly `version` into `state`, which is cleared first. */
   def load(version: Long, state: TieredState): Unit = {
@@ -23,14 +28,14 @@ final class Recovery(dir: CheckpointDir) extends Logging {
     val listing = dir.list()
     val base = listing.latestSnapshotAtOrBelow(version)
     checkJournals(listing, base, version)
-    val used = dir.withNewestGoodBase(listing, version) { (b, readBase) =>
+    val used = journalErrors(dir.withNewestGoodBase(listing, version) { (b, readBase) =>
       state.clear() // each try at a base starts empty: a corrupt one may have loaded a part
-      if (b > 0) state.loadSnapshot(readBase)
+      state.loadVersion(MergedVersion.foreach(dir, b, version, readBase, spillDir))
       b
-    }
-    replayJournals(used, version, state)
+    })
     logInfo(s"Loaded version $version of ${dir.path} (snapshot $used + ${version - used} " +
-      s"journals, ${state.numKeys} keys, ${state.coldKeyCount} of them spilled) in " +
+      s"journals, ${state.numKeys} keys: ${state.heap.numLiveEntries} on the heap, " +
+      s"${state.coldKeyCount} in the cold tier) in " +
       s"${(System.nanoTime() - start) / 1000000} ms")
   }
 
@@ -51,8 +56,8 @@ final class Recovery(dir: CheckpointDir) extends Logging {
     }
     checkJournals(listing, snapshotVersion, version)
     state.clear()
-    if (snapshotVersion > 0) state.loadSnapshot(applyFile(StateFile.Snapshot, snapshotVersion, _))
-    replayJournals(snapshotVersion, version, state)
+    journalErrors(state.loadVersion(MergedVersion.foreach(dir, snapshotVersion, version,
+      applyFile(StateFile.Snapshot, snapshotVersion, _), spillDir)))
   }
 
   /** Moves `state` from committed version `from` forward to `to` by replaying journals. */
@@ -77,9 +82,19 @@ final class Recovery(dir: CheckpointDir) extends Logging {
   private def applyFile(kind: StateFile.Kind, version: Long,
       apply: (Array[Byte], Array[Byte]) => Unit): Unit =
     try dir.read(kind, version)(apply) catch {
-      // Not the file's fault: their own messages say what to do.
-      case e @ (_: StateFile.NewerFormatException | _: ForeignFiles.ForeignFilesException) => throw e
-      case NonFatal(e) =>
-        throw SpillStoreSparkBridge.cannotReadStateFile(dir.file(kind, version), e)
+      case e: SortedChanges.UnreadableJournal => throw e // merged in while this file was read
+      case NonFatal(e) => throw unreadable(dir.file(kind, version), e)
     }
+
+  /** `body`, with a journal a merge could not read reported as Spark reports a state file. */
+  private def journalErrors[T](body: => T): T =
+    try body catch {
+      case e: SortedChanges.UnreadableJournal => throw unreadable(e.file, e.getCause)
+    }
+
+  private def unreadable(file: Path, e: Throwable): Throwable = e match {
+    // Not the file's fault: their own messages say what to do.
+    case _: StateFile.NewerFormatException | _: ForeignFiles.ForeignFilesException => e
+    case _ => SpillStoreSparkBridge.cannotReadStateFile(file, e)
+  }
 }

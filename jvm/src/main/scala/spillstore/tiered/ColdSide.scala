@@ -56,12 +56,20 @@ private[tiered] final class ColdSide(name: String, prefixIndex: Option[PrefixInd
   }
 
   /** Writes evicted entries, opening RocksDB at the first such write. */
-  def writeEvicted(batch: WriteBatch): Unit = {
+  def writeEvicted(batch: WriteBatch): Unit = opened().write(batch)
+
+  /** A table file of sorted entries for [[ingest]] (RocksDB opens if it is not yet). */
+  def sortedFile(): ColdTier.SortedFile = opened().newSortedFile()
+
+  /** Moves a finished sorted file into RocksDB; its keys are counted by [[added]]. */
+  def ingest(file: ColdTier.SortedFile): Unit = tier.ingest(file)
+
+  private def opened(): ColdTier = {
     if (tier == null) {
       tier = openCold(localDir(), name)
       logInfo(s"$name starts spilling: opened its cold tier in ${tier.dir}")
     }
-    tier.write(batch)
+    tier
   }
 
   /** Sizes the filter for a state of `entries` keys (only until its first layer exists). */

@@ -296,24 +296,33 @@ final class TieredState(
   }
 
   /**
-   * Loads a snapshot into this cleared state: `read` calls its argument with each entry, in key
-   * order, and returns once the file is verified. Entries go to the heap until the budget
-   * first asks this state to evict; the rest go straight to the cold tier (`ColdLoad`).
-   * Snapshot keys are unique, so unlike [[applyCommitted]] it never asks the cold tier whether
-   * a key is there. If `read` fails, what was loaded stays: clear the state before another try.
+   * Loads a committed version into this cleared state: `read` calls its argument with each
+   * entry, once, in unsigned key order (a snapshot merged with its journals,
+   * `checkpoint.MergedVersion`), and returns once its files are verified. Entries go to the heap
+   * until the budget first asks this state to evict; from then on `ColdLoad` writes the rest
+   * straight to the cold tier (and, for plain keys, the heap's share too, so that the entries
+   * the first batches evict are already there). The load itself evicts nothing; what the budget
+   * asks is evicted at its end. Keys are unique, so unlike [[applyCommitted]] it never asks the
+   * cold tier whether a key is there. If `read` fails, what was loaded stays: clear the state
+   * before another try.
    */
-  def loadSnapshot(read: ((Array[Byte], Array[Byte]) => Unit) => Unit): Unit = {
+  def loadVersion(read: ((Array[Byte], Array[Byte]) => Unit) => Unit): Unit = {
     var toCold: ColdLoad = null
-    read { (key, value) =>
-      committedKeys += 1
-      if (toCold != null) toCold.add(key, value)
-      else {
-        val before = heap.allocatedBytes
-        heap.insertCommitted(HeapTier.hashOf(key), key, value, HeapTier.ColdAbsent)
-        if (grew(heap.allocatedBytes - before)) toCold = new ColdLoad(cold, () => committedKeys)
+    try {
+      read { (key, value) =>
+        committedKeys += 1
+        if (toCold != null) toCold.add(key, value)
+        else {
+          val before = heap.allocatedBytes
+          heap.insertCommitted(HeapTier.hashOf(key), key, value, HeapTier.ColdAbsent)
+          if (grew(heap.allocatedBytes - before, evict = false)) {
+            toCold = ColdLoad(cold, heap, () => committedKeys)
+          }
+        }
       }
-    }
-    if (toCold != null) toCold.finish()
+      if (toCold != null) toCold.finish()
+    } finally if (toCold != null) toCold.close()
+    if (toCold != null) keepToBudget()
   }
 
   /** Applies one committed record (a null value removes) outside any batch. */
@@ -340,15 +349,18 @@ final class TieredState(
 
   // ---------------------------------------------------------------- memory (Spillable)
 
-  /** Counts `bytes` of growth; true if it took a report that found the state over budget. */
-  private def grew(bytes: Long): Boolean = {
+  /**
+   * Counts `bytes` of growth; true if it took a report that found the state over budget, which
+   * is then evicted unless `evict` is false (a load, which evicts at its end).
+   */
+  private def grew(bytes: Long, evict: Boolean = true): Boolean = {
     unreportedBytes += math.max(bytes, 0)
     if (unreportedBytes >= reportEveryBytes ||
       evictor.overShrinkTarget(publishedBytes + unreportedBytes, heap.numLiveEntries)) {
       unreportedBytes = 0
       reportEveryBytes = budget.reportEveryBytes
       publish()
-      keepToBudget()
+      if (evict) keepToBudget() else evictor.shrinkRequested || !budget.report(this).isEmpty
     } else false
   }
 

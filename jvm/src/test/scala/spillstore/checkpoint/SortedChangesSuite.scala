@@ -117,16 +117,17 @@ class SortedChangesSuite extends AnyFunSuite {
       check(dir, () => SortedChanges.squash(dir, 0, 5, () => local, 1, 3), local)
     }
 
-  test("a missing journal fails the merge and deletes the runs written before it") {
+  test("a missing journal fails the merge, naming the journal, and deletes the runs written before it") {
     withRunsThenJournal5(_ => ()) { (_, squash, local) =>
-      intercept[java.io.FileNotFoundException](squash())
+      val e = intercept[SortedChanges.UnreadableJournal](squash())
+      assert(e.version == 5 && e.getCause.isInstanceOf[java.io.FileNotFoundException], e)
       assert(local.isDirectory, "the journals before the missing one were to be spilled")
       assert(leftUnder(local).isEmpty, s"left ${leftUnder(local)}")
     }
   }
 
-  test("a truncated journal fails the merge, found while squashing or while reading the merge, " +
-    "and the runs are deleted") {
+  test("a truncated journal fails the merge, naming the journal, found while squashing or " +
+    "while reading the merge, and the runs are deleted") {
     for (format <- Seq(1, 2)) {
       withRunsThenJournal5(dir => {
         val rnd = new Random(format)
@@ -134,7 +135,8 @@ class SortedChangesSuite extends AnyFunSuite {
         val f = new RandomAccessFile(new File(dir.file(StateFile.Journal, 5).toUri), "rw")
         try f.setLength(f.length - 20) finally f.close()
       }) { (_, squash, local) =>
-        intercept[StateFile.CorruptFileException](drain(squash()))
+        val e = intercept[SortedChanges.UnreadableJournal](drain(squash()))
+        assert(e.version == 5 && e.getCause.isInstanceOf[StateFile.CorruptFileException], e)
         assert(local.isDirectory, s"format $format: the journals before the damaged one were to be spilled")
         assert(leftUnder(local).isEmpty, s"format $format: left ${leftUnder(local)}")
       }

@@ -18,7 +18,7 @@ import org.apache.spark.unsafe.types.UTF8String
 
 import spillstore.checkpoint.StateFile
 import spillstore.cold.ColdTier
-import spillstore.heap.{KeyValue, PrefixIndex}
+import spillstore.heap.{HeapTier, KeyValue, PrefixIndex}
 import spillstore.memory.{Budget, Spillable}
 import spillstore.memory.MemoryManager.Eviction
 
@@ -274,21 +274,40 @@ class TieredStateSuite extends AnyFunSuite with BeforeAndAfterAll {
 
   private def load(s: TieredState, snapshot: Seq[(Array[Byte], Array[Byte])]): Unit = {
     s.clear()
-    s.loadSnapshot(visit => snapshot.foreach { case (k, v) => visit(k, v) })
+    s.loadVersion(visit => snapshot.foreach { case (k, v) => visit(k, v) })
   }
+
+  /** A fixture whose cold tiers are kept in `opened` as they open. */
+  private def watchedFixture(maxEntries: Long, prefix: Option[PrefixIndex] = None)
+      : (Fixture, ArrayBuffer[ColdTier]) = {
+    val opened = ArrayBuffer.empty[ColdTier]
+    val f = new Fixture(maxEntries, prefix,
+      (dir, name) => { val t = ColdTier.create(dir, name); opened += t; t })
+    (f, opened)
+  }
+
+  /** Entries RocksDB's memtables hold: what came through writes, not ingested files. */
+  private def memtableEntries(t: ColdTier): Long =
+    t.property("rocksdb.num-entries-active-mem-table") + t.property("rocksdb.num-entries-imm-mem-tables")
 
   test("a snapshot past the heap's share loads the rest straight into the cold tier, exactly: " +
     "no entry goes through the heap first, and journals replay over both tiers") {
-    val f = new Fixture(maxEntries = 1000)
+    val (f, opened) = watchedFixture(maxEntries = 1000)
     val s = f.state
-    val n = 20000L // twenty write batches of cold entries
+    val n = 20000L
     load(s, snapshotOf((0L until n).iterator.map(i => key(i) -> bytes(i * 3))))
-    // The budget asked once the heap held its share: that eviction (one entry, and more to pay
-    // for the cold-key filter's first layer) is all that went through the heap.
+    // The budget asked once the heap held its share: what it evicted at the load's end (one
+    // entry, and more to pay for the cold-key filter's first layer) is all that went through the
+    // heap, and nothing went through RocksDB's memtable: every entry, the heap's share too, came
+    // in a sorted file, and the share's entries are clean there (evicting them writes nothing).
     val evicted = s.counters.evictions
     assert(evicted > 0 && evicted < 1000, "entries past the share went through the heap")
+    assert(opened.size == 1 && memtableEntries(opened.head) == 0,
+      "entries were written through RocksDB's memtable")
+    assert(s.counters.writeBacks === 0)
     assert(s.heap.numLiveEntries === 1001 - evicted)
-    assert(s.coldKeyCount === n - s.heap.numLiveEntries)
+    assert((0 until s.heap.numSlots).forall(slot => s.heap.cold(slot) == HeapTier.ColdClean))
+    assert(s.coldKeyCount === n)
     assert(s.numKeys === n)
     var model = (0L until n).map(i => i -> i * 3).toMap
     assert(contents(s) == model, "the loaded state differs from the snapshot")
@@ -306,6 +325,42 @@ class TieredStateSuite extends AnyFunSuite with BeforeAndAfterAll {
     load(s, snapshotOf((0L until 10L).iterator.map(i => key(i) -> bytes(i))))
     assert(contents(s) === (0L until 10L).map(i => i -> i).toMap && s.coldKeyCount === 0)
     s.close()
+  }
+
+  test("recovery merges the journals into the load: their keys past the heap's share go " +
+    "straight to the cold tier too, exactly") {
+    import spillstore.checkpoint.{CheckpointDirs, StateFile}
+    import spillstore.recovery.Recovery
+    CheckpointDirs.withDirs("tiered-recovery") { (dir, local) =>
+      val n = 20000L
+      var model = (0L until n).map(i => i -> i).toMap
+      def write(kind: StateFile.Kind, v: Long, records: Seq[(Long, Option[Long])]): Unit =
+        dir.write(kind, v) { w =>
+          records.map { case (i, x) => key(i).copy().getBytes -> x.map(bytes(_).getBytes).orNull }
+            .sortWith((a, b) => java.util.Arrays.compareUnsigned(a._1, b._1) < 0)
+            .foreach { case (k, x) => w.record(k, x) }
+        }
+      write(StateFile.Snapshot, 1, model.toSeq.map { case (i, x) => i -> Some(x) })
+      // Journal 2 updates every tenth key, removes others, adds new ones; journal 3 removes
+      // one of the new keys and puts back one that journal 2 removed.
+      val two = (0L until n).collect {
+        case i if i % 10 == 0 => i -> Some(-i)
+        case i if i % 10 == 5 => i -> None
+      } ++ (n until n + 500).map(i => i -> Some(i))
+      write(StateFile.Journal, 2, two)
+      write(StateFile.Journal, 3, Seq(n -> None, 5L -> Some(55L)))
+      two.foreach { case (i, x) => model = x.fold(model - i)(v => model + (i -> v)) }
+      model = model - n + (5L -> 55L)
+
+      val (f, opened) = watchedFixture(maxEntries = 1000)
+      val s = f.state
+      new Recovery(dir, () => local).load(3, s)
+      assert(contents(s) == model, "the loaded version differs from the model")
+      assert(s.numKeys === model.size && s.coldKeyCount === model.size)
+      assert(s.counters.evictions < 1000, "journal keys went through the heap")
+      assert(memtableEntries(opened.last) == 0, "journal keys were written through RocksDB's memtable")
+      s.close()
+    }
   }
 
   test("a prefix store's snapshot past the heap's share: its cold entries are found by prefix") {
