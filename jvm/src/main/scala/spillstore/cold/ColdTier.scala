@@ -150,13 +150,13 @@ object ColdTier extends Logging {
     extends AutoCloseable {
     private val envOptions = new EnvOptions()
     private val writer = new SstFileWriter(envOptions, options)
-    private var entries = 0L
+    private var empty = true
     try writer.open(path.getPath) catch {
       case e: Throwable => writer.close(); envOptions.close(); throw e
     }
 
-    def put(key: Array[Byte], value: Array[Byte]): Unit = { writer.put(key, value); entries += 1 }
-    def isEmpty: Boolean = entries == 0
+    def put(key: Array[Byte], value: Array[Byte]): Unit = { writer.put(key, value); empty = false }
+    def isEmpty: Boolean = empty
     /** Bytes written so far (the blocks not yet cut are not counted). */
     def bytes: Long = writer.fileSize()
     /** Writes the file's index and footer; after that it can only be ingested or closed. */

@@ -264,13 +264,16 @@ class TieredStateSuite extends AnyFunSuite with BeforeAndAfterAll {
     assert(scan("nope") === Set.empty)
   }
 
+  /** Records in unsigned key order, the order of checkpoint files. */
+  private def inKeyOrder(records: Seq[(Array[Byte], Array[Byte])]): Seq[(Array[Byte], Array[Byte])] =
+    records.sortWith((a, b) => java.util.Arrays.compareUnsigned(a._1, b._1) < 0)
+
   /**
    * A snapshot's records: unique keys in unsigned byte order, as `StateFile` writes them. Rows
    * are copied as they come: the projections reuse theirs.
    */
   private def snapshotOf(entries: Iterator[(UnsafeRow, UnsafeRow)]): Seq[(Array[Byte], Array[Byte])] =
-    entries.map { case (k, v) => k.copy().getBytes -> v.copy().getBytes }.toSeq
-      .sortWith((a, b) => java.util.Arrays.compareUnsigned(a._1, b._1) < 0)
+    inKeyOrder(entries.map { case (k, v) => k.copy().getBytes -> v.copy().getBytes }.toSeq)
 
   private def load(s: TieredState, snapshot: Seq[(Array[Byte], Array[Byte])]): Unit = {
     s.clear()
@@ -336,8 +339,7 @@ class TieredStateSuite extends AnyFunSuite with BeforeAndAfterAll {
       var model = (0L until n).map(i => i -> i).toMap
       def write(kind: StateFile.Kind, v: Long, records: Seq[(Long, Option[Long])]): Unit =
         dir.write(kind, v) { w =>
-          records.map { case (i, x) => key(i).copy().getBytes -> x.map(bytes(_).getBytes).orNull }
-            .sortWith((a, b) => java.util.Arrays.compareUnsigned(a._1, b._1) < 0)
+          inKeyOrder(records.map { case (i, x) => key(i).copy().getBytes -> x.map(bytes(_).getBytes).orNull })
             .foreach { case (k, x) => w.record(k, x) }
         }
       write(StateFile.Snapshot, 1, model.toSeq.map { case (i, x) => i -> Some(x) })
