@@ -29,7 +29,7 @@ E2E_SMALL := tests/test_package.py tests/test_cli.py tests/test_e2e_spillstore.p
 
 .PHONY: all venv venvs jar jars demo test test-fast test-jvm test-python test-heavy test-cluster test-remote \
   test-lines test-conformance $(foreach l,$(OTHER_LINES),test-line-$(l) test-conformance-$(l)) \
-  test-install dist bench bench-remote bench-api clean servers
+  test-s3 test-install dist bench bench-remote bench-api clean servers
 
 all: jar
 
@@ -110,11 +110,17 @@ test-cluster: $(PKG_JAR)
 	$(PY) -m pytest -q -s -m cluster --basetemp=target/pytest-cluster tests
 
 # The tests that start HDFS (a MiniDFSCluster) and S3 (a moto server) servers: the servers
-# themselves and the checkpoint on them, on 4.3, and a subset of tests/test_e2e_remote.py on 3.5
-# (which runs the servers as 4.3 does, with its own jars).
+# themselves and the checkpoint on HDFS, on 4.3, and a subset of tests/test_e2e_remote.py on 3.5
+# (which runs the servers as 4.3 does, with its own jars). The checkpoint on S3 is test-s3's.
 test-remote: $(PKG_JAR) $(SERVERS) .venv-3.5/.installed
-	$(PY) -m pytest -q -s -m remote --basetemp=target/pytest-remote tests
-	.venv-3.5/bin/python -m pytest -q -s -m remote --basetemp=target/pytest-remote-3.5 tests/test_e2e_remote.py
+	$(PY) -m pytest -q -s -m "remote and not s3" --basetemp=target/pytest-remote tests
+	.venv-3.5/bin/python -m pytest -q -s -m "remote and not s3" --basetemp=target/pytest-remote-3.5 tests/test_e2e_remote.py
+
+# tests/test_e2e_remote.py with the checkpoint on S3 (moto), on 4.3 and 3.5: about 8 minutes,
+# left out of `make test` to keep it within CI's time (docs/testing.md).
+test-s3: $(PKG_JAR) $(SERVERS) .venv-3.5/.installed
+	$(PY) -m pytest -q -s -m s3 --basetemp=target/pytest-s3 tests/test_e2e_remote.py
+	.venv-3.5/bin/python -m pytest -q -s -m s3 --basetemp=target/pytest-s3-3.5 tests/test_e2e_remote.py
 
 # Spark's StateStoreSuiteBase from each line's own test jar against that line's build
 # (4.3's runs in test-jvm, with the 4.2 test jar).
@@ -122,17 +128,21 @@ $(foreach l,$(OTHER_LINES),test-conformance-$(l)): test-conformance-%: $(VENV)/.
 	rm -rf jvm/target/test-tmp
 	bin/sbt $(call sbt_of,$*)/test; status=$$?; rm -rf jvm/target/test-tmp; exit $$status
 
-test-conformance: $(foreach l,$(OTHER_LINES),test-conformance-$(l))
+# Every other line's in one sbt start (tens of seconds each on 2 cores).
+test-conformance: $(VENV)/.installed
+	rm -rf jvm/target/test-tmp
+	bin/sbt $(foreach l,$(OTHER_LINES),$(call sbt_of,$(l))/test); status=$$?; rm -rf jvm/target/test-tmp; exit $$status
 
 # A line's end-to-end tests in its own venv: all of them (but heavy) on 3.5, the smaller set
-# on 4.0, 4.1 and 4.2; each with its own --basetemp (see test-python).
+# on 4.0, 4.1 and 4.2, on neither the `one_line` tests (tests/pytest.ini); each with its own
+# --basetemp (see test-python).
 test-line-3.5: $(PKG_JAR) .venv-3.5/.installed
-	.venv-3.5/bin/python -m pytest -q -m "not heavy and not browser and not install and not cluster and not remote" --basetemp=target/pytest-3.5 tests
+	.venv-3.5/bin/python -m pytest -q -m "not heavy and not browser and not install and not cluster and not remote and not one_line" --basetemp=target/pytest-3.5 tests
 
 $(foreach l,4.0 4.1 4.2,test-line-$(l)): test-line-%: $(PKG_JAR) .venv-%/.installed
-	.venv-$*/bin/python -m pytest -q -m "not heavy and not browser and not install" --basetemp=target/pytest-$* $(E2E_SMALL)
+	.venv-$*/bin/python -m pytest -q -m "not heavy and not browser and not install and not one_line" --basetemp=target/pytest-$* $(E2E_SMALL)
 
-test-lines: $(foreach l,$(OTHER_LINES),test-conformance-$(l) test-line-$(l))
+test-lines: test-conformance $(foreach l,$(OTHER_LINES),test-line-$(l))
 
 # dist/ installed as users install it, outside the repository: the wheel into a fresh venv,
 # and the Maven artifacts through spark-submit --packages, on 4.3 and 3.5.

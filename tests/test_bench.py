@@ -21,6 +21,9 @@ from spillstore import _bench_runner, _bench_worker, bench
 from spillstore.bench import PRESETS, RunResult, classify_failure, format_report, summarize
 from spillstore.cli import main
 
+# The bench's own Python, without Spark: the same on every line.
+pytestmark = pytest.mark.one_line
+
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 
 

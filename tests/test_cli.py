@@ -27,6 +27,7 @@ from spillstore.cli import main
     ["bench", "--option", "novalue"],
     ["bench", "--timeout", "0"],
 ])
+@pytest.mark.one_line
 def test_bad_arguments_exit_with_usage(argv: list[str], capsys: pytest.CaptureFixture[str]) -> None:
     with pytest.raises(SystemExit) as exit_:
         main(argv)
@@ -36,6 +37,7 @@ def test_bad_arguments_exit_with_usage(argv: list[str], capsys: pytest.CaptureFi
 
 @pytest.mark.parametrize("argv", [["--help"], ["demo", "--help"], ["bench", "--help"],
                                   ["migrate", "--help"], ["checkpoint", "--help"], ["jar", "--help"]])
+@pytest.mark.one_line
 def test_every_command_prints_its_help(argv: list[str], capsys: pytest.CaptureFixture[str]) -> None:
     with pytest.raises(SystemExit) as exit_:
         main(argv)
@@ -43,11 +45,13 @@ def test_every_command_prints_its_help(argv: list[str], capsys: pytest.CaptureFi
     assert "usage:" in capsys.readouterr().out
 
 
+@pytest.mark.one_line
 def test_option_only_with_spillstore(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["demo", "--provider", "hdfs", "--option", "a=1"]) == 2
     assert "spillstore provider only" in capsys.readouterr().err
 
 
+@pytest.mark.one_line
 def test_migrate_confs_reach_its_session(monkeypatch: pytest.MonkeyPatch) -> None:
     """``migrate --conf`` goes to the session migrate starts (a checkpoint on S3 needs the
     connector there); the real migration over S3 and HDFS is tests/test_e2e_remote.py's."""
@@ -74,6 +78,7 @@ def test_migrate_confs_reach_its_session(monkeypatch: pytest.MonkeyPatch) -> Non
         migrate_module.migrate("/ck", spark=object(), conf={"spark.a": "1"})
 
 
+@pytest.mark.one_line
 def test_demo_without_jar_says_make_jar(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -82,6 +87,7 @@ def test_demo_without_jar_says_make_jar(
     assert "make jar" in capsys.readouterr().err
 
 
+@pytest.mark.one_line
 def test_demo_runs_and_reports_spillstore_metrics(tmp_path: Path) -> None:
     env = {**os.environ, **harness.jvm_tmp_env(tmp_path)}
     demo = subprocess.run(
@@ -105,6 +111,7 @@ def test_demo_runs_and_reports_spillstore_metrics(tmp_path: Path) -> None:
     assert not list(tmp_path.glob("spillstore-demo-*")), "checkpoint not cleaned up"
 
 
+@pytest.mark.one_line
 def test_demo_keys_are_skewed(spark: Any) -> None:
     from pyspark.sql import functions as F
     from spillstore._jobs import skewed_key
