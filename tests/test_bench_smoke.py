@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import statistics
 import subprocess
 import sys
 from pathlib import Path
@@ -35,6 +36,11 @@ def test_bench_runs_every_provider_and_writes_json_and_plot(tmp_path: Path) -> N
         assert run["records_per_s"] > 0 and run["state_rows"] == KEYS, run
         assert run["commit_ms"] >= 0 and run["gc_s"] >= 0 and run["peak_rss_mb"] > 100, run
         assert run["updates_ms"] >= 0 and run["batch_ms"] > 0, run
+        # Each measured batch's times, whose medians are the run's.
+        each = run["each_batch_ms"]
+        assert len(each) == 2 and all(b > 0 and u >= 0 and c >= 0 for b, u, c in each), run
+        assert [statistics.median(column) for column in zip(*each)] == [
+            run["batch_ms"], run["updates_ms"], run["commit_ms"]], run
         assert 0 <= run["gc_share"] < 1, run
         # Every key is new in the warm-up batch and revisited after it: all heap hits.
         assert (run["hit_ratio"] == 1.0) == (run["provider"] == "spillstore"), run

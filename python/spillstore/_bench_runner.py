@@ -44,6 +44,10 @@ class RunResult:
     over its stores, as the commit time is. Written to ``--json`` only."""
     batch_ms: float | None = None
     """Median over the measured batches of ``durationMs.triggerExecution``. ``--json`` only."""
+    each_batch_ms: list[list[int]] | None = None
+    """Each measured batch's ``triggerExecution``, state updates and commit times in ms, in
+    batch order (a slow batch among even ones shows here, not in the medians). ``--json``
+    only."""
     gc_s: float | None = None
     """Collection time of all the driver JVM's collectors over its life."""
     gc_share: float | None = None
