@@ -240,6 +240,7 @@ class SpillStoreProvider extends JarLine.Checked with SparkLineProvider with Log
           endBatch(store, SpillStateStore.Aborted, "its commit failed")(live.abortBatch())
           throw SpillStoreSparkBridge.cannotCommit(store.toString, e)
       }
+      val applying = System.nanoTime()
       try live.commitBatch() catch {
         case NonFatal(e) =>
           logWarning(s"$storeId: version $newVersion is durable but the live state could not " +
@@ -247,7 +248,8 @@ class SpillStoreProvider extends JarLine.Checked with SparkLineProvider with Log
           endBatch(store, SpillStateStore.Aborted, "its commit failed")(slot.drop())
           throw SpillStoreSparkBridge.cannotCommit(store.toString, e)
       }
-      val nanos = System.nanoTime() - start
+      val end = System.nanoTime()
+      val nanos = end - start
       val millis = nanos / 1000000
       ExecutorStats.addCommit(written.bytes, written.records, nanos)
       slot.committed(newVersion)
@@ -257,8 +259,12 @@ class SpillStoreProvider extends JarLine.Checked with SparkLineProvider with Log
       endBatch(store, SpillStateStore.Committed, "committed", lastLook = () =>
         stats = CommitStats(written.bytes, written.records, millis, store.snapshotOnCommit,
           live.takeBatchCounters(), liveFigures(live)))(())
+      // Where a commit's time went (journal written, then published; then applied to the
+      // live state), for the storage at hand.
       logDebug(s"Committed $store as version $newVersion (${written.records} changes, " +
-        s"${written.bytes} bytes, $millis ms)")
+        s"${written.bytes} bytes, $millis ms: journal ${(applying - start) / 1000000} ms, of " +
+        s"which publishing ${written.publishNanos / 1000000} ms; applying " +
+        s"${(end - applying) / 1000000} ms)")
       stats
     }
     store.committed(newVersion, stats)

@@ -41,8 +41,9 @@ final class CheckpointDir(
     orDiscard(atomic) {
       body(writer)
       writer.finish()
+      val publishing = System.nanoTime()
       atomic.publish()
-      CheckpointDir.Written(writer.numBytes, writer.numRecords)
+      CheckpointDir.Written(writer.numBytes, writer.numRecords, System.nanoTime() - publishing)
     }
   }
 
@@ -248,7 +249,9 @@ object CheckpointDir {
   /** The base snapshot given to `withNewestGoodBase`'s body could not be read. */
   private final case class BadBase(cause: Throwable) extends Exception(cause)
 
-  final case class Written(bytes: Long, records: Long)
+  /** What a `write` wrote; `publishNanos` is how long the storage took to make it durable and
+   * visible under its name (a close and a rename, or the end of an upload). */
+  final case class Written(bytes: Long, records: Long, publishNanos: Long)
 
   final case class Listing(journals: Set[Long], snapshots: Set[Long]) {
     def latestVersion: Long = (journals ++ snapshots).reduceOption(_ max _).getOrElse(0L)
