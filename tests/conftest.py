@@ -53,6 +53,13 @@ def session_tmp(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
     while (left := sorted(path.name for path in tmp.iterdir())) and time.monotonic() < deadline:
         time.sleep(0.5)
     shutil.rmtree(tmp, ignore_errors=True)
+    # pytest keeps what session-scoped fixtures made with tmp_path_factory (the runs' inputs,
+    # checkpoints and outputs) whatever the retention policy; every fixture is done with them.
+    for path in tmp_path_factory.getbasetemp().iterdir():
+        if path.is_dir() and not path.is_symlink():
+            shutil.rmtree(path, ignore_errors=True)
+        else:
+            path.unlink(missing_ok=True)
     assert not left, f"the tests left temporary files (in /tmp without session_tmp): {left}"
 
 
