@@ -92,10 +92,12 @@ $(SERVERS): $(VENV)/.installed $(SCALA_SRC) $(shell find jvm/src/test/remote -na
 
 servers: $(SERVERS)
 
-# JVM tests keep their temp files in jvm/target/test-tmp (build.sbt), removed after the run.
+# JVM tests keep their temp files in jvm/target/test-tmp (build.sbt), removed after the run,
+# failed or not: $(call sbt_test,<sbt commands>).
+sbt_test = rm -rf jvm/target/test-tmp; bin/sbt $(1); status=$$?; rm -rf jvm/target/test-tmp; exit $$status
+
 test-jvm: $(VENV)/.installed
-	rm -rf jvm/target/test-tmp
-	bin/sbt spillstore/test; status=$$?; rm -rf jvm/target/test-tmp; exit $$status
+	$(call sbt_test,spillstore/test)
 
 # Every suite has a --basetemp of its own: under the shared /tmp/pytest-of-<user>, pytest deletes
 # other sessions' dirs (retention 0), which breaks any run going on at the same time.
@@ -125,13 +127,11 @@ test-s3: $(PKG_JAR) $(SERVERS) .venv-3.5/.installed
 # Spark's StateStoreSuiteBase from each line's own test jar against that line's build
 # (4.3's runs in test-jvm, with the 4.2 test jar).
 $(foreach l,$(OTHER_LINES),test-conformance-$(l)): test-conformance-%: $(VENV)/.installed
-	rm -rf jvm/target/test-tmp
-	bin/sbt $(call sbt_of,$*)/test; status=$$?; rm -rf jvm/target/test-tmp; exit $$status
+	$(call sbt_test,$(call sbt_of,$*)/test)
 
 # Every other line's in one sbt start (tens of seconds each on 2 cores).
 test-conformance: $(VENV)/.installed
-	rm -rf jvm/target/test-tmp
-	bin/sbt $(foreach l,$(OTHER_LINES),$(call sbt_of,$(l))/test); status=$$?; rm -rf jvm/target/test-tmp; exit $$status
+	$(call sbt_test,$(foreach l,$(OTHER_LINES),$(call sbt_of,$(l))/test))
 
 # A line's end-to-end tests in its own venv: all of them (but heavy) on 3.5, the smaller set
 # on 4.0, 4.1 and 4.2, on neither the `one_line` tests (tests/pytest.ini); each with its own
