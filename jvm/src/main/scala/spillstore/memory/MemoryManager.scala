@@ -28,9 +28,11 @@ import spillstore.metrics.ExecutorStats
  * order: the caller's share is returned; any other one is asked to `requestShrink` to what it
  * should keep and then `trySpill`ed on the calling thread. Asking first closes the race with an
  * owner letting go: either `trySpill` finds it idle, or the owner, which looks for a request
- * every time it lets go, finds it. So the spillable's side is:
+ * every time it lets go, finds it; likewise with another round's spill of the same spillable,
+ * which looks again before it returns. So the spillable's side is:
  *  - `trySpill` returns 0 while a store is open, even on the owner's own thread, and a spill
- *    that succeeds also satisfies (and drops) any pending request;
+ *    that succeeds also satisfies (and drops) any pending request, including those made while
+ *    it ran;
  *  - the owner honours a pending request at its next put, and right after letting go of its
  *    store: if a request is pending and it can take the store back, it honours it, reports
  *    (as above) and lets go again.

@@ -28,7 +28,8 @@ trait Spillable {
    * `entries` entries) to its cold tier now and return the bytes freed; if it is busy, return 0
    * without waiting. Busy means a store is open, even when the calling thread is the owner's
    * (a task may hold several stores); a reentrant lock's `tryLock` is not enough. A spill that
-   * succeeds also satisfies and drops any pending [[requestShrink]].
+   * succeeds also satisfies and drops any pending [[requestShrink]], and honours those made
+   * while it ran (whose own `trySpill` found it in the way and returned 0) before it returns.
    */
   def trySpill(bytes: Long, entries: Long): Long
 
@@ -36,7 +37,8 @@ trait Spillable {
    * Ask its owner to shrink to at most `targetBytes` / `targetEntries` at its next chance
    * (the owner checks on its next put or promotion, and right after letting go of its store).
    * Never blocks. The manager sends it just before `trySpill`, so a request that races with the
-   * owner letting go is seen by one of the two.
+   * owner letting go, or with another round's spill, is seen by one of the two. A request made
+   * while another is pending joins it: the stricter of each target.
    */
   def requestShrink(targetBytes: Long, targetEntries: Long): Unit
 }

@@ -1,5 +1,7 @@
 package spillstore.tiered
 
+import java.util.concurrent.atomic.AtomicReference
+
 import org.apache.spark.unsafe.Platform
 
 import spillstore.cold.{ColdKeys, ColdWrite}
@@ -17,30 +19,33 @@ private[tiered] final class Evictor(heap: HeapTier, cold: ColdSide, counting: Ti
     iterators: LiveIterators, publish: () => Unit) {
   import Evictor._
 
-  @volatile private var shrinkToBytes = Long.MaxValue
-  @volatile private var shrinkToEntries = Long.MaxValue
+  /** The pending shrink request, if any: set by relief rounds, taken by whoever honours it. */
+  private val shrinkTo = new AtomicReference[ShrinkTarget]
 
-  /** A relief round's request: shrink to `targetBytes` and `targetEntries`; never blocks. */
+  /**
+   * A relief round's request: shrink to `targetBytes` and `targetEntries`; never blocks. Joins
+   * a request still pending (the stricter of each target), so none is lost to another.
+   */
   def requestShrink(targetBytes: Long, targetEntries: Long): Unit = {
-    shrinkToBytes = targetBytes
-    shrinkToEntries = targetEntries
+    val asked = ShrinkTarget(targetBytes, targetEntries)
+    shrinkTo.accumulateAndGet(asked, (pending, next) => if (pending == null) next else pending.min(next))
   }
 
-  def shrinkRequested: Boolean = shrinkToBytes != Long.MaxValue || shrinkToEntries != Long.MaxValue
+  def shrinkRequested: Boolean = shrinkTo.get != null
 
   /** Whether a state of `bytes` and `entries` is over a pending shrink request. */
-  def overShrinkTarget(bytes: Long, entries: Long): Boolean =
-    bytes > shrinkToBytes || entries > shrinkToEntries
+  def overShrinkTarget(bytes: Long, entries: Long): Boolean = {
+    val t = shrinkTo.get
+    t != null && (bytes > t.bytes || entries > t.entries)
+  }
 
-  /** The owner honours a pending shrink request, if any. */
-  def shrinkIfRequested(): Unit = {
-    val bytes = shrinkToBytes
-    val entries = shrinkToEntries
-    if (bytes != Long.MaxValue || entries != Long.MaxValue) {
-      shrinkToBytes = Long.MaxValue
-      shrinkToEntries = Long.MaxValue
-      evict(residentBytes - bytes, heap.numLiveEntries - entries)
-    }
+  /**
+   * Honours a pending shrink request, if any; returns the bytes freed. Takes the request in
+   * one step: one that arrives while this evicts stays pending for the next call.
+   */
+  def shrinkIfRequested(): Long = {
+    val t = shrinkTo.getAndSet(null)
+    if (t == null) 0L else evict(residentBytes - t.bytes, heap.numLiveEntries - t.entries)
   }
 
   /** What the state keeps on the heap: the heap tier and the cold tier's key filter. */
@@ -139,6 +144,10 @@ private[tiered] final class Evictor(heap: HeapTier, cold: ColdSide, counting: Ti
 }
 
 object Evictor {
+  private final case class ShrinkTarget(bytes: Long, entries: Long) {
+    def min(o: ShrinkTarget): ShrinkTarget = ShrinkTarget(bytes.min(o.bytes), entries.min(o.entries))
+  }
+
   /**
    * Victims per RocksDB write. Bounds what one eviction holds at once: the victim list (64 KB of
    * references, below the 512 KB at which G1 allocates an array as humongous in a 1 GB heap;

@@ -401,11 +401,29 @@ final class TieredState(
   override def spilledBytes: Long = publishedColdBytes
   override def lastUsedNanos: Long = ownership.lastUsedNanos
 
-  /** Evicts only from an idle state, and never waits: see `Ownership`. */
-  override def trySpill(bytes: Long, entries: Long): Long = ownership.ifIdle(0L) {
-    val freed = evictor.evict(bytes, entries)
-    evictor.shrinkIfRequested()
-    publishCounters()
+  /**
+   * Evicts only from an idle state, and never waits: see `Ownership`. Another round whose
+   * trySpill found the lock taken by this one got 0 and left its request to this one: so once
+   * unlocked, this checks again and honours any request that came meanwhile (if the state is
+   * still idle and no one else has the lock, who would then do the same).
+   */
+  override def trySpill(bytes: Long, entries: Long): Long = {
+    var freed = 0L
+    var askBytes = bytes
+    var askEntries = entries
+    var ran = true
+    while (ran) {
+      ran = false
+      freed += ownership.ifIdle(0L) {
+        ran = true
+        val f = evictor.evict(askBytes, askEntries) + evictor.shrinkIfRequested()
+        publishCounters()
+        f
+      }
+      askBytes = 0L
+      askEntries = 0L
+      ran &&= evictor.shrinkRequested
+    }
     freed
   }
 

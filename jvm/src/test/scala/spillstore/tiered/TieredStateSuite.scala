@@ -216,6 +216,49 @@ class TieredStateSuite extends AnyFunSuite with BeforeAndAfterAll {
     } finally s.close()
   }
 
+  test("a shrink request that finds another relief round spilling the idle state is honoured " +
+    "by that round, not left pending") {
+    // Two relief rounds ask the same idle state. The first one's spill holds the state's lock
+    // while it writes to RocksDB; the second one's trySpill then finds the lock taken and
+    // returns 0, counting on the lock's holder to honour its request once it lets go.
+    val inWrite = new java.util.concurrent.CountDownLatch(1)
+    val finishWrite = new java.util.concurrent.CountDownLatch(1)
+    @volatile var holdWrites = true
+    val s = new TieredState("two-rounds", None, () => coldRoot,
+      new Budget { def report(owner: Spillable): Eviction = Eviction.Zero },
+      openCold = (parent, name) => new ColdTier(new File(parent, s"$name-${UUID.randomUUID()}")) {
+        override def write(batch: WriteBatch): Unit = {
+          if (holdWrites) {
+            holdWrites = false
+            inWrite.countDown()
+            finishWrite.await()
+          }
+          super.write(batch)
+        }
+      })
+    try {
+      val lease = s.acquire("owner", -1)
+      (1L to 1000L).foreach(i => s.put(key(i), bytes(i)))
+      s.commitBatch()
+      s.release(lease, "loaded")
+      val full = s.heapBytes
+      val first = new Thread(() => { s.requestShrink(full - 1, Long.MaxValue); s.trySpill(0, 0) })
+      first.start()
+      try {
+        assert(inWrite.await(1, java.util.concurrent.TimeUnit.MINUTES))
+        s.requestShrink(0, 0)
+        assert(s.trySpill(0, 0) === 0, "the second round must have found the state locked")
+      } finally {
+        finishWrite.countDown()
+        first.join()
+      }
+      assert(s.heapEntries === 0, "the second round's request was left pending on an idle state")
+      val check = s.acquire("owner", -1)
+      assert((1L to 1000L).forall(i => got(s.get(key(i))) == i))
+      s.release(check, "checked")
+    } finally s.close()
+  }
+
   test("removal during iteration over both tiers, and each key seen once") {
     val f = new Fixture(maxEntries = 20)
     val s = f.state
