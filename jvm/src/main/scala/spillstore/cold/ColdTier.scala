@@ -79,12 +79,13 @@ class ColdTier private[spillstore] (val dir: File) extends AutoCloseable with Lo
 
 object ColdTier extends Logging {
   /**
-   * Level-0 files that start a compaction (RocksDB's default is 4). Evicted keys arrive in
-   * no key order, so every level-0 file overlaps the whole tier and each compaction rewrites
-   * all of it; memtables are small under [[ColdMemory]]'s bound, so with 4 files a tier was
-   * rewritten every ~20 MB written. Twice the files halve those rewrites; a cold read may
-   * probe up to twice the level-0 files (one in-memory filter each): +14 % records/s with 25M
-   * keys, cold reads no slower.
+   * Sorted runs that start a compaction (RocksDB's default is 4). The tier compacts size-tiered
+   * (RocksDB's universal style), not by levels: evicted keys arrive in no key order, so under
+   * leveled compaction every level-0 file overlapped the whole tier and each compaction
+   * rewrote all of it, a cost that grew with the tier and took a fifth of a one-core
+   * executor's CPU at 6M keys a store; size-tiered merges runs of similar size, so a key is
+   * rewritten a few times in all. A cold read probes each run's in-memory filter, and with 8
+   * runs a run reads its block only when the filter says so (docs/benchmarks.md, section 6).
    */
   private val L0CompactionTrigger = 8
 
@@ -121,6 +122,7 @@ object ColdTier extends Logging {
           .setMaxWriteBufferNumber(2)
           .setMemtablePrefixBloomSizeRatio(0.1)
           .setMaxOpenFiles(256)
+          .setCompactionStyle(CompactionStyle.UNIVERSAL)
           .setLevel0FileNumCompactionTrigger(L0CompactionTrigger)
           .setLevel0SlowdownWritesTrigger(L0CompactionTrigger * 3)
           .setLevel0StopWritesTrigger(L0CompactionTrigger * 4)

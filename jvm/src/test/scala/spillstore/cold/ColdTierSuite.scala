@@ -45,4 +45,20 @@ class ColdTierSuite extends AnyFunSuite {
       FileUtils.deleteQuietly(root)
     }
   }
+
+  test("a cold tier compacts size-tiered: evicted keys come in no order, and leveled " +
+    "compaction rewrote the whole tier each time") {
+    val root = Files.createTempDirectory("spillstore-cold-tier").toFile
+    val tier = ColdTier.create(root, "compaction")
+    try {
+      val options = tier.dir.listFiles().filter(_.getName.startsWith("OPTIONS-"))
+      val lines = Files.readAllLines(options.head.toPath).asScala.map(_.trim).toSet
+      assert(lines("compaction_style=kCompactionStyleUniversal") &&
+        lines("level0_file_num_compaction_trigger=8"),
+        lines.filter(l => l.startsWith("compaction_style") || l.startsWith("level0_file_num")))
+    } finally {
+      tier.close()
+      FileUtils.deleteQuietly(root)
+    }
+  }
 }
