@@ -34,8 +34,8 @@ import spillstore.metrics.ExecutorStats
  *    that succeeds also satisfies (and drops) any pending request, including those made while
  *    it ran;
  *  - the owner honours a pending request at its next put, and right after letting go of its
- *    store: if a request is pending and it can take the store back, it honours it, reports
- *    (as above) and lets go again.
+ *    store: if a request is pending, it honours it as `trySpill` would (the store is idle) and
+ *    tells the manager its new size ([[shrank]]), which counts the old one until then.
  *
  * '''Ranking''' (FLIP-50: more heap and fewer requests first). Score = idle / maxIdle +
  * size / maxSize over the candidates, where idle = now - `lastUsedNanos` and size is bytes
@@ -161,6 +161,20 @@ final class MemoryManager(
     sync(a)
     if (a.claim.get != null) a.claim.set(null)
     if (withinLimits) Eviction.Zero else relieve(a)
+  }
+
+  /**
+   * Called by `owner`'s former task thread after it honoured, idle, a request it found as it
+   * let go: takes note of its size (the claim it stood for is done) and, if the executor is
+   * still over a limit, runs a relief round that asks every store, `owner` included.
+   */
+  override def shrank(owner: Spillable): Unit = {
+    val a = accounts.get(owner)
+    if (a != null) {
+      sync(a)
+      if (a.claim.get != null) a.claim.set(null)
+      relieveIfOver()
+    }
   }
 
   /** The byte budget in force: the configured one times the pressure factor. */

@@ -55,6 +55,12 @@ trait Budget {
    */
   def report(owner: Spillable): MemoryManager.Eviction
 
+  /**
+   * `owner` honoured a shrink request just after letting go of its store (it is idle now):
+   * take note of its new size. Unlike [[report]] it is asked nothing back.
+   */
+  def shrank(owner: Spillable): Unit = ()
+
   /** How much an owner may grow between reports: often enough that a small budget is not
    *  overshot by much. Owners reread it as they report. */
   def reportEveryBytes: Long = Budget.ReportEveryBytes

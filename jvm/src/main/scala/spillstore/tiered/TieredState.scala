@@ -107,8 +107,12 @@ final class TieredState(
       ownership.freeIfDoomedBy(l)
       // A relief round that asked while the state was still ours found it owned (its
       // trySpill returns 0): now that it is idle and unlocked, honour the request as trySpill
-      // would. Checked after the unlock, so a request made later finds the state idle.
-      if (evictor.shrinkRequested) trySpill(0, 0)
+      // would, and tell the budget, which still counts the size it last heard of. Checked
+      // after the unlock, so a request made later finds the state idle.
+      if (evictor.shrinkRequested) {
+        trySpill(0, 0)
+        budget.shrank(this)
+      }
       true
     }
   }

@@ -19,7 +19,7 @@ import org.apache.spark.unsafe.types.UTF8String
 import spillstore.checkpoint.StateFile
 import spillstore.cold.ColdTier
 import spillstore.heap.{HeapTier, KeyValue, PrefixIndex}
-import spillstore.memory.{Budget, Spillable}
+import spillstore.memory.{Budget, MemoryConf, MemoryManager, Spillable}
 import spillstore.memory.MemoryManager.Eviction
 
 class TieredStateSuite extends AnyFunSuite with BeforeAndAfterAll {
@@ -214,6 +214,45 @@ class TieredStateSuite extends AnyFunSuite with BeforeAndAfterAll {
       assert(got(s.get(key(7))) === 7)
       s.release(again, "test")
     } finally s.close()
+  }
+
+  test("a store that honours a shrink request as it lets go tells the memory manager, whose " +
+    "total at rest is then what the stores hold") {
+    // The real manager; the request comes from a relief round on another thread at the worst
+    // moment: after the owner's last report (inside its release), before the lease ends.
+    val manager = new MemoryManager(MemoryConf(budgetBytes = Some(64L << 20),
+      pressureMonitor = false), relief = r => r.run())
+    var smallerBudget = 0L
+    var racing = false
+    val s = new TieredState("tells", None, () => coldRoot, new Budget {
+      def report(owner: Spillable): Eviction = {
+        val e = manager.report(owner)
+        if (racing) {
+          racing = false
+          val relief = new Thread(() => manager.configure(MemoryConf(
+            budgetBytes = Some(smallerBudget), pressureMonitor = false)))
+          relief.start()
+          relief.join()
+        }
+        e
+      }
+      override def shrank(owner: Spillable): Unit = manager.shrank(owner)
+    })
+    manager.register(s)
+    try {
+      val lease = s.acquire("owner", -1)
+      (1L to 5000L).foreach(i => s.put(key(i), bytes(i)))
+      s.commitBatch()
+      smallerBudget = s.heapBytes / 2
+      racing = true
+      s.release(lease, "test")
+      assert(s.heapBytes <= smallerBudget, "the request made during the release was not honoured")
+      assert(manager.totalHeapBytes === s.heapBytes,
+        "the manager still counts the size the store had before it honoured the request")
+    } finally {
+      s.close()
+      manager.close()
+    }
   }
 
   test("a shrink request that finds another relief round spilling the idle state is honoured " +
