@@ -156,11 +156,8 @@ final class MemoryManager(
    * it evicts that and reports again, until this returns [[MemoryManager.Eviction.Zero]].
    */
   override def report(owner: Spillable): Eviction = {
-    val a = accounts.get(owner)
-    if (a == null) return Eviction.Zero
-    sync(a)
-    if (a.claim.get != null) a.claim.set(null)
-    if (withinLimits) Eviction.Zero else relieve(a)
+    val a = heardFrom(owner)
+    if (a == null || withinLimits) Eviction.Zero else relieve(a)
   }
 
   /**
@@ -168,13 +165,19 @@ final class MemoryManager(
    * let go: takes note of its size (the claim it stood for is done) and, if the executor is
    * still over a limit, runs a relief round that asks every store, `owner` included.
    */
-  override def shrank(owner: Spillable): Unit = {
+  override def shrank(owner: Spillable): Unit = if (heardFrom(owner) != null) relieveIfOver()
+
+  /**
+   * `owner`'s account, its size brought up to date and any claim on it ended (the owner has
+   * shrunk since the claim was planned); null if it is not registered.
+   */
+  private def heardFrom(owner: Spillable): Account = {
     val a = accounts.get(owner)
     if (a != null) {
       sync(a)
       if (a.claim.get != null) a.claim.set(null)
-      relieveIfOver()
     }
+    a
   }
 
   /** The byte budget in force: the configured one times the pressure factor. */
