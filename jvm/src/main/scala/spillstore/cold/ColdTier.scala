@@ -66,6 +66,9 @@ class ColdTier private[spillstore] (val dir: File) extends AutoCloseable with Lo
   /** Bytes in this tier's memtables, active and immutable (charged to [[ColdMemory]]). */
   def memtableBytes: Long = property("rocksdb.cur-size-all-mem-tables")
 
+  /** A RocksDB string property of this tier (`rocksdb.levelstats`, say), for tools. */
+  private[spillstore] def propertyString(name: String): String = db.getProperty(name)
+
   /** A RocksDB integer property of this tier, 0 if it cannot be read. */
   private[spillstore] def property(name: String): Long =
     try db.getLongProperty(name) catch { case NonFatal(_) => 0L }
