@@ -29,7 +29,7 @@ object ColdReadBench {
   }
 
   def main(args: Array[String]): Unit = {
-    val opts = args.map(_.split("=", 2)).collect { case Array(k, v) => k -> v.toInt }.toMap
+    val opts = BenchArgs.ints(args)
     val keys = opts.getOrElse("keys", 6000000)
     val reads = opts.getOrElse("reads", 300000)
     val perWrite = opts.getOrElse("perWrite", 7490)
@@ -65,11 +65,14 @@ object ColdReadBench {
       .setTableFormatConfig(new BlockBasedTableConfig()
         .setBlockSize(4 << 10).setBlockCache(cache).setFilterPolicy(filter))
     private val writeOptions = new WriteOptions().setDisableWAL(true)
-    private val db = RocksDB.open(options, dir.getPath)
+    private val natives = Seq(writeOptions, options, filter, cache)
+    private val db = try RocksDB.open(options, dir.getPath) catch {
+      case e: Throwable => natives.foreach(_.close()); throw e
+    }
     def write(batch: WriteBatch): Unit = db.write(writeOptions, batch)
     def get(key: Array[Byte]): Array[Byte] = db.get(key)
     def runs: String = levels(db.getProperty("rocksdb.levelstats"))
-    def close(): Unit = Seq(db, writeOptions, options, filter, cache).foreach(_.close())
+    def close(): Unit = (db +: natives).foreach(_.close())
   }
 
   /** "files per level" of RocksDB's `levelstats` table, non-empty levels only. */
@@ -85,7 +88,7 @@ object ColdReadBench {
     var done = 0
     while (done < keys) {
       val n = math.min(perWrite, keys - done)
-      val kv = Array.tabulate(n) { i => written(done + i) = rnd.nextLong(); entry(written(done + i)) }
+      val kv = Array.tabulate(n) { i => written(done + i) = rnd.nextLong(); entry(written(done + i), 40) }
       val w = new ColdWrite(n * ColdWrite.putBytes(16, 24))
       KeyOrder.order(kv, new Array[Int](n), Array.fill(n)(16), n)
         .foreach(k => w.put(kv(k), 0, 16, kv(k), 16, 24))
@@ -102,18 +105,21 @@ object ColdReadBench {
     val start = System.nanoTime()
     var i = 0
     while (i < reads) {
-      val key = java.util.Arrays.copyOf(entry(written(rnd.nextInt(written.length / 4))), 16)
-      if (way.get(key) == null) throw new IllegalStateException("ColdReadBench lost a key")
+      if (way.get(entry(written(rnd.nextInt(written.length / 4)), 16)) == null) throw new IllegalStateException("ColdReadBench lost a key")
       i += 1
     }
     (System.nanoTime() - start).toDouble / reads
   }
 
-  /** Key bytes [0, 16) (8 zero bytes, then the long, big-endian), value bytes [16, 40). */
-  private def entry(v: Long): Array[Byte] = {
-    val a = new Array[Byte](40)
+  /**
+   * The first `length` bytes of `v`'s entry: key bytes [0, 16) (8 zero bytes, then the long,
+   * big-endian), value bytes [16, 40) (ones). 16 is the key alone.
+   */
+  private def entry(v: Long, length: Int): Array[Byte] = {
+    val a = new Array[Byte](length)
     var j = 0
-    while (j < 8) { a(8 + j) = (v >>> (8 * (7 - j))).toByte; a(16 + j) = 1; j += 1 }
+    while (j < 8) { a(8 + j) = (v >>> (8 * (7 - j))).toByte; j += 1 }
+    java.util.Arrays.fill(a, 16, length, 1.toByte)
     a
   }
 }

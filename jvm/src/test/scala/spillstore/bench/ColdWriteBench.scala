@@ -24,7 +24,7 @@ object ColdWriteBench {
   private val Ways = Seq("put per entry, eviction order", "ColdWrite, eviction order", "ColdWrite, key order")
 
   def main(args: Array[String]): Unit = {
-    val opts = args.map(_.split("=", 2)).collect { case Array(k, v) => k -> v.toInt }.toMap
+    val opts = BenchArgs.ints(args)
     val keys = opts.getOrElse("keys", 3000000)
     val perWrite = opts.getOrElse("perWrite", 7490)
     val rounds = opts.getOrElse("rounds", 3)
