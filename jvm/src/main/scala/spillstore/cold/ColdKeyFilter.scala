@@ -21,18 +21,24 @@ import org.apache.spark.unsafe.hash.Murmur3_x86_32
  * ten layers, and 6.7 % of the lookups (all of absent keys) reached RocksDB.
  *
  * The filter is heap the budget counts but eviction cannot free, so it starts small (12 KB)
- * and stops growing at `maxBytes` (the memory manager allows 1/16 of the budget, at most 32 MB: over
- * 10M keys). When the next layer would pass it, the layers it has take more keys instead,
- * largest first, down to 6 bits a key (about 10 % false positives a layer, against under 1 %
- * at 12): a state that outgrows its filter reads RocksDB for a growing share of absent keys
- * rather than for all of them at once. Only when every layer is that full does the filter give
- * up: it is dropped and every lookup goes to RocksDB again, as without it, until the cold tier
- * is cleared.
+ * and stops growing at `maxBytes` (the memory manager allows 1/16 of the budget, at most 32 MB:
+ * over 10M keys), or when `reserve` refuses a layer (the filters of all stores of an executor
+ * share an 8th of the budget). When the next layer would pass either, the layers it has take
+ * more keys instead, largest first, down to 6 bits a key (about 10 % false positives a layer,
+ * against under 1 % at 12): a state that outgrows its filter reads RocksDB for a growing share
+ * of absent keys rather than for all of them at once. Only when every layer is that full (or
+ * the first layer is refused) does the filter give up: it is dropped and every lookup goes to
+ * RocksDB again, as without it, until the cold tier is cleared.
  *
  * Keys are the heap's key bytes; `hash` is the heap's hash of them (HeapTier.hashOf).
+ *
+ * @param reserve asked for a new layer's bytes before it is made; false refuses the layer
+ * @param release given back the bytes of the layers the filter lets go (clear, or giving up)
  */
 final class ColdKeyFilter(firstCapacity: Int = ColdKeyFilter.FirstCapacity,
-    maxBytes: Long = ColdKeyFilter.MaxBytes) {
+    maxBytes: Long = ColdKeyFilter.MaxBytes,
+    reserve: Long => Boolean = _ => true,
+    release: Long => Unit = _ => ()) {
   import ColdKeyFilter._
 
   private var layers: List[Layer] = Nil // newest first
@@ -75,8 +81,7 @@ final class ColdKeyFilter(firstCapacity: Int = ColdKeyFilter.FirstCapacity,
     if (saturated) return false
     if ((layers.isEmpty || layers.head.isFull) && !makeRoom()) {
       saturated = true
-      layers = Nil
-      layerBytes = 0
+      dropLayers()
       return true
     }
     layers.head.add(hash64(base, offset, length, hash))
@@ -85,13 +90,13 @@ final class ColdKeyFilter(firstCapacity: Int = ColdKeyFilter.FirstCapacity,
 
   /**
    * Puts a layer with room for a key at the head: a new one twice the newest while it fits in
-   * `maxBytes`, then (for good: a later layer would be larger still) the largest layer not yet
-   * overfilled. False if none is left.
+   * `maxBytes` and `reserve` grants it, then (for good: a later layer would be larger still) the
+   * largest layer not yet overfilled. False if none is left.
    */
   private def makeRoom(): Boolean = {
     if (!layers.exists(_.overfilled)) {
       val capacity = if (layers.isEmpty) nextCapacity else layers.head.capacity * 2
-      if (layerBytes + Layer.bytes(capacity) <= maxBytes) {
+      if (layerBytes + Layer.bytes(capacity) <= maxBytes && reserve(Layer.bytes(capacity))) {
         layers = new Layer(capacity) :: layers
         layerBytes += Layer.bytes(capacity)
         return true
@@ -102,7 +107,13 @@ final class ColdKeyFilter(firstCapacity: Int = ColdKeyFilter.FirstCapacity,
     room.isDefined
   }
 
-  def clear(): Unit = { layers = Nil; layerBytes = 0; saturated = false; nextCapacity = firstCapacity }
+  def clear(): Unit = { dropLayers(); saturated = false; nextCapacity = firstCapacity }
+
+  private def dropLayers(): Unit = {
+    if (layerBytes > 0) release(layerBytes)
+    layers = Nil
+    layerBytes = 0
+  }
 }
 
 object ColdKeyFilter {

@@ -69,10 +69,17 @@ import spillstore.metrics.ExecutorStats
  * entry cap, monitor on if any asks for it, lowest thresholds), so no query gets more than it
  * asked for; a provider whose conf differs from the others' gets a WARN naming both.
  *
+ * '''Fixed bytes.''' What eviction cannot free (a store's cold-key filter, and its empty tables)
+ * counts in the total but is never asked for. Filters grow a layer at a time, each
+ * [[reserveFixed]] here first: all stores' filters together get at most
+ * [[MemoryManager.FixedShare]] of the budget in force (first come, first served; a store's own
+ * filter at most a 16th), so that however many stores an executor holds, eviction can always
+ * bring the total back within the budget.
+ *
  * '''Slack.''' Once all owners have reported their growth and honoured their requests, the
- * total is within the effective budget: no slack at rest. While tasks run, it can exceed it by
- * what owners grew since their last report plus shrinks requested from busy owners and not yet
- * done (until their next put). The one known race only over-evicts: an owner's report can
+ * total is within the effective budget (unless the stores' empty tables alone, a few KB each,
+ * pass it): no slack at rest. While tasks run, it can exceed it by what owners grew since their
+ * last report plus shrinks requested from busy owners and not yet done (until their next put). The one known race only over-evicts: an owner's report can
  * clear a claim planned after its last put, so that excess may be assigned twice.
  *
  * @param maxHeapBytes the heap `budgetFraction` applies to
@@ -92,6 +99,8 @@ final class MemoryManager(
   private val bytesTotal = new AtomicLong
   private val entriesTotal = new AtomicLong
   private val planLock = new Object
+  /** Bytes of all accounts' [[Account.fixed]]: granted by [[reserveFixed]]. */
+  private val fixedReserved = new AtomicLong
   private val reliefPending = new AtomicBoolean
   /** Confs already warned about (see [[register]]); under `this`. */
   private val warnedConfs = new java.util.HashSet[MemoryConf]
@@ -125,6 +134,7 @@ final class MemoryManager(
     if (a != null) {
       a.closed = true
       zero(a)
+      fixedReserved.addAndGet(-a.fixed.getAndSet(0))
       if (a.conf != null) confsChanged(arriving = null, of = a)
     }
   }
@@ -187,8 +197,40 @@ final class MemoryManager(
   override def reportEveryBytes: Long =
     math.max(1L, math.min(Budget.ReportEveryBytes, effectiveBytes / 64))
 
-  /** A 16th of the budget in force, at least 64 KB. */
-  override def fixedShareBytes: Long = math.max(64L << 10, effectiveBytes / 16)
+  /** A 16th of the budget in force. */
+  override def fixedShareBytes: Long = math.max(1L, effectiveBytes / 16)
+
+  /**
+   * Grants `bytes` of fixed heap to a registered `owner` if all grants together stay within
+   * [[MemoryManager.FixedShare]] of the budget in force; lock-free. Only the owner's current
+   * user calls it and [[releaseFixed]], so never at once with its [[unregister]] (which comes
+   * once it is freed).
+   */
+  override def reserveFixed(owner: Spillable, bytes: Long): Boolean = {
+    val a = accounts.get(owner)
+    if (a == null) return false
+    val limit = (effectiveBytes * FixedShare).toLong
+    var reserved = fixedReserved.get
+    while (reserved + bytes <= limit) {
+      if (fixedReserved.compareAndSet(reserved, reserved + bytes)) {
+        a.fixed.addAndGet(bytes)
+        return true
+      }
+      reserved = fixedReserved.get
+    }
+    false
+  }
+
+  override def releaseFixed(owner: Spillable, bytes: Long): Unit = {
+    val a = accounts.get(owner)
+    if (a != null) {
+      a.fixed.addAndGet(-bytes)
+      fixedReserved.addAndGet(-bytes)
+    }
+  }
+
+  /** Fixed bytes granted to the registered spillables; see [[reserveFixed]]. */
+  def reservedFixedBytes: Long = fixedReserved.get
   def totalHeapBytes: Long = bytesTotal.get
   def totalEntries: Long = entriesTotal.get
   /** The registered spillables' [[Spillable.spilledBytes]]: for metrics. */
@@ -395,6 +437,9 @@ object MemoryManager {
   /** A relief round evicts down to this fraction of each limit it found exceeded. */
   val LowWaterRatio = 0.9
 
+  /** The part of the budget all spillables' fixed bytes (cold-key filters) may take together. */
+  val FixedShare = 0.125
+
   /** What an owner must evict from itself now: about `bytes`, and at least `entries` entries. */
   final case class Eviction(bytes: Long, entries: Long) {
     def isEmpty: Boolean = bytes <= 0 && entries <= 0
@@ -460,6 +505,8 @@ object MemoryManager {
     val entries = new AtomicLong
     /** The share a round assigned to it and not yet seen done. */
     val claim = new AtomicReference[Claim]
+    /** Fixed bytes [[MemoryManager.reserveFixed]] granted it and it has not released. */
+    val fixed = new AtomicLong
     /** A round's trySpill on it is running: other rounds leave it alone. */
     @volatile var spilling = false
     @volatile var closed = false

@@ -68,6 +68,16 @@ trait Budget {
   /** What one owner may keep beside its entries that eviction cannot free (the cold tier's key
    *  filter): a small part of the budget. Read as the owner is made. */
   def fixedShareBytes: Long = Long.MaxValue
+
+  /**
+   * `owner` asks for `bytes` more of heap that eviction cannot free (a layer of its cold-key
+   * filter); true if it may take them. All owners together get a small part of the budget, so
+   * that what eviction cannot free never passes it, however many owners there are.
+   */
+  def reserveFixed(owner: Spillable, bytes: Long): Boolean = true
+
+  /** `owner` gave back `bytes` it had reserved (its filter was cleared or dropped). */
+  def releaseFixed(owner: Spillable, bytes: Long): Unit = ()
 }
 
 object Budget {

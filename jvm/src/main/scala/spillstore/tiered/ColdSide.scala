@@ -17,7 +17,8 @@ import spillstore.heap.PrefixIndex
  * metrics thread.
  */
 private[tiered] final class ColdSide(name: String, prefixIndex: Option[PrefixIndex],
-    localDir: () => File, filterMaxBytes: Long, openCold: (File, String) => ColdTier)
+    localDir: () => File, filterMaxBytes: Long, openCold: (File, String) => ColdTier,
+    reserveFilter: Long => Boolean, releaseFilter: Long => Unit)
   extends Logging {
 
   val keys: ColdKeys =
@@ -26,7 +27,8 @@ private[tiered] final class ColdSide(name: String, prefixIndex: Option[PrefixInd
   /** Keys the cold tier holds (exact). */
   private var count = 0L
   /** Keys the cold tier may hold. */
-  private val filter = new ColdKeyFilter(maxBytes = filterMaxBytes)
+  private val filter = new ColdKeyFilter(maxBytes = filterMaxBytes, reserve = reserveFilter,
+    release = releaseFilter)
 
   def keyCount: Long = count
   def isEmpty: Boolean = count == 0
@@ -79,8 +81,9 @@ private[tiered] final class ColdSide(name: String, prefixIndex: Option[PrefixInd
   def added(base: AnyRef, offset: Long, length: Int, hash: Int): Unit = {
     count += 1
     if (filter.add(base, offset, length, hash)) {
-      logInfo(s"Cold-key filter of $name gave up at $count keys (limit " +
-        s"$filterMaxBytes bytes of the memory budget): misses read RocksDB again")
+      logInfo(s"Cold-key filter of $name gave up at $count keys (its limit: $filterMaxBytes " +
+        "bytes, and all stores' filters share an 8th of the memory budget): misses read " +
+        "RocksDB again")
     }
   }
 

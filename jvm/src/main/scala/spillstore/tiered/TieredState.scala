@@ -44,7 +44,8 @@ final class TieredState(
 
   val heap = new HeapTier(prefixIndex.getOrElse(HeapTier.NoListener))
   private val cold = new ColdSide(name, prefixIndex, localDir,
-    math.min(ColdKeyFilter.MaxBytes, budget.fixedShareBytes), openCold)
+    math.min(ColdKeyFilter.MaxBytes, budget.fixedShareBytes), openCold,
+    budget.reserveFixed(this, _), budget.releaseFixed(this, _))
   private val counting = new TierCounting
   private val iterators = new LiveIterators(this, heap, cold, prefixIndex)
   private val evictor = new Evictor(heap, cold, counting, iterators, () => publish())

@@ -92,6 +92,50 @@ class MemoryManagerSuite extends AnyFunSuite {
     assert(fx.mm.totalHeapBytes === 900)
   }
 
+  test("fixed bytes: all spillables' grants together stay within an 8th of the budget; " +
+    "release and unregister give them back; an unregistered spillable gets none") {
+    val fx = new Fixture(8000) // fixed share: 1000
+    val a = fx.fake("a", 0)
+    val b = fx.fake("b", 0)
+    assert(fx.mm.reserveFixed(a, 600))
+    assert(!fx.mm.reserveFixed(b, 401), "past the share")
+    assert(fx.mm.reserveFixed(b, 400))
+    assert(!fx.mm.reserveFixed(a, 1))
+    fx.mm.releaseFixed(a, 600)
+    assert(fx.mm.reservedFixedBytes === 400)
+    assert(fx.mm.reserveFixed(b, 600))
+    fx.mm.unregister(b)
+    assert(fx.mm.reservedFixedBytes === 0)
+    assert(!fx.mm.reserveFixed(b, 1), "b is no longer registered")
+    assert(fx.mm.reserveFixed(a, 1000))
+    assert(fx.calls.isEmpty)
+  }
+
+  test("8 threads reserving and releasing fixed bytes at once never pass the share together") {
+    val fx = new Fixture(8 * 4096) // fixed share: 4096
+    val owners = (0 until 8).map(i => fx.fake(s"f$i", 0))
+    val start = new CyclicBarrier(8)
+    val failures = new ConcurrentLinkedQueue[Throwable]
+    val held = new Array[Long](8)
+    val threads = owners.zipWithIndex.map { case (f, t) =>
+      new Thread(() => try {
+        val rnd = new scala.util.Random(t)
+        start.await(60, TimeUnit.SECONDS)
+        for (_ <- 0 until 20000) {
+          val bytes = 1L + rnd.nextInt(512)
+          if (rnd.nextBoolean() && fx.mm.reserveFixed(f, bytes)) held(t) += bytes
+          else if (held(t) > 0) { fx.mm.releaseFixed(f, held(t)); held(t) = 0 }
+          val reserved = fx.mm.reservedFixedBytes
+          assert(reserved <= 4096 && reserved >= held(t), s"reserved $reserved, held ${held(t)}")
+        }
+      } catch { case e: Throwable => failures.add(e) }, s"fixed-$t")
+    }
+    threads.foreach(_.start())
+    threads.foreach(_.join(60000))
+    assert(failures.isEmpty, failures.asScala.headOption.map(_.toString).getOrElse(""))
+    assert(fx.mm.reservedFixedBytes === held.sum)
+  }
+
   test("a busy spillable is asked to shrink, and the caller gets its share") {
     // Score: b (busy, idle 100 s, 300) 1.3 > a (idle 100 s, 100) 1.1 > c (caller, 1000) 1.0.
     // 1400 over 1000: b is asked for 300, a gives 100, the caller the last 100.

@@ -562,6 +562,38 @@ class TieredStateSuite extends AnyFunSuite with BeforeAndAfterAll {
     assert(indexed - plain >= 1000L * 40 + 100L * 100, s"indexed $indexed vs plain $plain")
   }
 
+  test("twenty spilling states under one memory manager: their cold-key filters share an 8th " +
+    "of the budget, so at rest the total is within it, and every entry is still there") {
+    val budget = 256L << 10
+    val mm = new MemoryManager(MemoryConf(budgetBytes = Some(budget), pressureMonitor = false))
+    val states = (0 until 20).map { i =>
+      val s = new TieredState(s"store$i", None, () => coldRoot, mm, onFreed = mm.unregister)
+      mm.register(s)
+      s
+    }
+    try {
+      // Two rounds: later states' relief rounds spill the idle earlier ones too.
+      for (round <- 0 until 2; (s, i) <- states.zipWithIndex) {
+        val l = s.acquire(s"task $i", -1)
+        (round * 2500L until (round + 1) * 2500L).foreach(k => s.put(key(k), bytes(k + i)))
+        s.commitBatch()
+        s.release(l, "test")
+      }
+      assert(states.forall(_.coldKeyCount > 0), "every state spilled")
+      assert(states.map(_.fixedBytes).sum > HeapTier.EmptyBytes * 20, "no filter was granted")
+      assert(mm.totalHeapBytes === states.map(_.heapBytes).sum)
+      assert(mm.totalHeapBytes <= budget, s"${mm.totalHeapBytes} at rest")
+      assert(mm.reservedFixedBytes <= budget / 8)
+      states.zipWithIndex.foreach { case (s, i) =>
+        val l = s.acquire(s"reader $i", -1)
+        assert(contents(s) === (0L until 5000L).map(k => k -> (k + i)).toMap, s"state $i")
+        assert(s.get(key(5000)) === null)
+        s.release(l, "test")
+      }
+    } finally states.foreach(_.close())
+    assert(mm.totalHeapBytes === 0 && mm.reservedFixedBytes === 0, "freed states gave it back")
+  }
+
   /** Captures the journal records a commit would write. */
   private class RecordingWriter(out: scala.collection.mutable.ArrayBuffer[(Array[Byte], Array[Byte])])
     extends StateFile.RecordSink {
