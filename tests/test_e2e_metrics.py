@@ -22,8 +22,8 @@ BATCHES = 4
 PARTITIONS = 2  # spark.sql.shuffle.partitions of the tests' session
 
 
-def _run_count_per_key(spark: Any, workdir: Path, options: dict[str, str] | None,
-                       listener: Any = None) -> list[dict[str, Any]]:
+def _run_count_per_key(spark: Any, workdir: Path,
+                       options: dict[str, str] | None) -> list[dict[str, Any]]:
     """groupBy(key).count() in update mode, one input file per batch, each file holding every
     key once: each batch looks up (get) each of the KEYS keys exactly once, and from batch 1 on
     every one of them exists in the state (written by the previous batch)."""
@@ -41,8 +41,6 @@ def _run_count_per_key(spark: Any, workdir: Path, options: dict[str, str] | None
     spark.conf.set(harness.PROVIDER_CONF, harness.SPILLSTORE)
     for key, value in zip(keys, (options or {}).values()):
         spark.conf.set(key, value)
-    if listener is not None:
-        spark.streams.addListener(listener)
     try:
         query = (
             spark.readStream.schema("key STRING").option("maxFilesPerTrigger", 1)
@@ -65,8 +63,6 @@ def _run_count_per_key(spark: Any, workdir: Path, options: dict[str, str] | None
         assert spillstore.operator_metrics(query) == spillstore.operator_metrics(progress)
         return progress
     finally:
-        if listener is not None:
-            spark.streams.removeListener(listener)
         if keys:
             harness.unload_state_stores(spark)
         for key in keys:
@@ -161,16 +157,26 @@ def test_no_lookup_hits_when_everything_spills(spark: Any, tmp_path: Path) -> No
     _check_every_custom_metric(progress)
 
 
+def _progress_lines(caplog: pytest.LogCaptureFixture) -> list[str]:
+    return [r.getMessage() for r in caplog.records if r.name == "spillstore.progress"]
+
+
 def test_progress_logger_logs_each_batch(
     spark: Any, tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
     listener = spillstore.ProgressLogger()
-    with caplog.at_level(logging.INFO, logger="spillstore.progress"):
-        _run_count_per_key(spark, tmp_path, options=None, listener=listener)
-        deadline = time.monotonic() + 30  # listener events arrive asynchronously
-        while len(caplog.records) < BATCHES and time.monotonic() < deadline:
-            time.sleep(0.2)
-    lines = [r.getMessage() for r in caplog.records if r.name == "spillstore.progress"]
+    spark.streams.addListener(listener)
+    try:
+        with caplog.at_level(logging.INFO, logger="spillstore.progress"):
+            _run_count_per_key(spark, tmp_path, options=None)
+            # Listener events arrive asynchronously, the last one possibly after the query
+            # ended: the listener stays until it came (removed earlier, it never would).
+            deadline = time.monotonic() + 30
+            while len(_progress_lines(caplog)) < BATCHES and time.monotonic() < deadline:
+                time.sleep(0.2)
+    finally:
+        spark.streams.removeListener(listener)
+    lines = _progress_lines(caplog)
     assert len(lines) == BATCHES, lines
     for batch, line in enumerate(lines):
         assert line.startswith(f"count_per_key_{tmp_path.name} batch {batch}: {KEYS} rows"), line

@@ -18,7 +18,7 @@ COUNTERS = ("cacheHits", "cacheMisses", "coldLoads", "evictions", "writeBacks", 
             "pressureInterventions")
 GAUGES = ("budgetBytes", "budgetConfiguredBytes", "heapBytes", "heapEntries", "openStores",
           "coldBytes", "coldDiskBytes")
-BUDGET = 64 * 1024
+BUDGET = 256 * 1024
 
 
 @pytest.fixture(scope="module")

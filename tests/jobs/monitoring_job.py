@@ -25,7 +25,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests/, for harness
 import harness  # noqa: E402
 
-BUDGET = "64k"
+BUDGET = "256k"
 REPORT_INTERVAL_MS = 200
 KEYS_PER_BATCH = 4000
 NAMESPACE = "app"  # spark.metrics.namespace: metric names without the random application id
