@@ -93,6 +93,9 @@ class SpillStoreConformanceSuite extends StateStoreSuiteBase[SpillStoreProvider]
  * the next growth, so reads, iteration, prefix scans and reloads all go through the cold tier.
  */
 class SpillStoreEverythingSpillsConformanceSuite extends SpillStoreConformanceSuite {
+  override def spillstoreExclusions: Seq[(String, String)] =
+    super.spillstoreExclusions :+ SpillStoreConformanceExclusions.memoryWithEverythingSpilled
+
   override def getDefaultSQLConf(minDeltasForSnapshot: Int, numOfVersToRetainInMemory: Int): SQLConf = {
     val sqlConf = super.getDefaultSQLConf(minDeltasForSnapshot, numOfVersToRetainInMemory)
     sqlConf.setConfString("spark.sql.streaming.stateStore.spillstore.memoryBudget", "1")
