@@ -27,6 +27,32 @@ class ColdKeyFilterSuite extends AnyFunSuite {
     assert(!mightContain(f, key(1)) && f.bytes == 0)
   }
 
+  test("layers the budget refuses: the filter packs its keys into what it has, or gives up; " +
+    "never a false negative, and what it reserved is released") {
+    var reserved = 0L
+    var grants = 1 // the first layer only
+    def filter() = new ColdKeyFilter(firstCapacity = 1000,
+      reserve = bytes => grants > 0 && { grants -= 1; reserved += bytes; true },
+      release = bytes => reserved -= bytes)
+    def add(f: ColdKeyFilter, i: Long): Boolean = {
+      val k = key(i)
+      f.add(k, Platform.BYTE_ARRAY_OFFSET, k.length, HeapTier.hashOf(k))
+    }
+    val packed = filter()
+    (0L until 1500L).foreach(i => assert(!add(packed, i)))
+    assert(packed.layerCount === 1 && reserved === packed.bytes && reserved > 0)
+    assert((0L until 1500L).forall(i => mightContain(packed, key(i))), "a false negative")
+    packed.clear()
+    assert(reserved === 0)
+
+    grants = 0
+    val refused = filter()
+    assert(add(refused, 1), "gave up at its first key")
+    assert(refused.bytes === 0 && reserved === 0)
+    assert(mightContain(refused, key(1)) && mightContain(refused, key(2)),
+      "a given-up filter rules nothing out")
+  }
+
   test("one full layer has under 1 % false positives, as documented") {
     val capacity = 100000
     val f = new ColdKeyFilter(firstCapacity = capacity)
