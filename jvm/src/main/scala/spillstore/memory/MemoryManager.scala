@@ -79,8 +79,9 @@ import spillstore.metrics.ExecutorStats
  * '''Slack.''' Once all owners have reported their growth and honoured their requests, the
  * total is within the effective budget (unless the stores' empty tables alone, a few KB each,
  * pass it): no slack at rest. While tasks run, it can exceed it by what owners grew since their
- * last report plus shrinks requested from busy owners and not yet done (until their next put). The one known race only over-evicts: an owner's report can
- * clear a claim planned after its last put, so that excess may be assigned twice.
+ * last report plus shrinks requested from busy owners and not yet done (until their next put).
+ * The one known race only over-evicts: an owner's report can clear a claim planned after its
+ * last put, so that excess may be assigned twice.
  *
  * @param maxHeapBytes the heap `budgetFraction` applies to
  * @param clock        `System.nanoTime` in production; the time base of `lastUsedNanos`

@@ -105,7 +105,8 @@ object ColdReadBench {
     val start = System.nanoTime()
     var i = 0
     while (i < reads) {
-      if (way.get(entry(written(rnd.nextInt(written.length / 4)), 16)) == null) throw new IllegalStateException("ColdReadBench lost a key")
+      val key = entry(written(rnd.nextInt(written.length / 4)), 16)
+      if (way.get(key) == null) throw new IllegalStateException("ColdReadBench lost a key")
       i += 1
     }
     (System.nanoTime() - start).toDouble / reads
