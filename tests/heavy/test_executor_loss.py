@@ -13,7 +13,11 @@ Who deletes a killed executor's cold tier on a standalone cluster: each executor
 spillstore dir is under its own ``spark-<uuid>`` root in the worker's application dir; the first
 spill of an executor started later on that worker sweeps the dead JVMs' dirs in the sibling
 ``spark-*`` roots (LocalDirs.scala), and the worker deletes the application's dirs, whatever is
-left of them, when the application ends.
+left of them, when the application ends. In ``local-cluster`` mode the workers live in the
+driver's JVM and stop with the application, so their deletion (on a background thread, once the
+application's last executor has exited) can be cut short; the application's dirs are inside the
+driver's local root, which the driver's JVM deletes at exit. So the test checks what is left
+once the job's process has exited, not right after ``spark.stop()``.
 """
 
 from __future__ import annotations
@@ -114,10 +118,11 @@ def test_executor_killed_mid_batch_query_completes_exactly(
                     f"{before}")
                 swept += 1
         assert swept, f"no killed executor had a successor that spilled on its worker: {before}"
-    # Spark's worker deleted every executor's dirs, the killed ones' included, at the end.
-    assert final["jvm_dirs_after_stop"] == [], final["jvm_dirs_after_stop"]
-    leftover = [str(p) for p in (tmp_path / "local").rglob("spillstore-*")]
-    assert leftover == [], f"{variant}: cold-tier dirs left after the application ended"
+    # Once the application has ended (its driver JVM, which hosts the workers here, has exited):
+    # no executor's per-JVM dir or cold tier is left, the killed ones' included.
+    leftover = [str(p) for pattern in ("jvm-*", "spillstore-*")
+                for p in (tmp_path / "local").rglob(pattern)]
+    assert leftover == [], f"{variant}: dirs left after the application ended: {leftover}"
 
 
 SPECULATION_JOB = harness.JOBS / "speculation_job.py"

@@ -398,9 +398,7 @@ def main(spec_file: str) -> int:
                        "jvm_dirs": jvm_dirs(local_dir)}
     finally:
         spark.stop()
-    # The worker deletes the application's directories when it sees the application end.
-    print(json.dumps({"trials": reports, "before_stop": before_stop,
-                      "jvm_dirs_after_stop": jvm_dirs(local_dir)}))
+    print(json.dumps({"trials": reports, "before_stop": before_stop}))
     return 0
 
 
