@@ -112,7 +112,7 @@ object SpillStoreConformanceSuite {
 /** The same contract with a one-byte memory budget: everything goes through the cold tier. */
 class SpillStoreEverythingSpillsConformanceSuite extends SpillStoreConformanceSuite {
   override protected def spillstoreExclusions: Seq[(String, String)] =
-    SpillStoreConformanceSuite.Excluded :+ SpillStoreConformanceSuite.MemoryWithEverythingSpilled
+    super.spillstoreExclusions :+ SpillStoreConformanceSuite.MemoryWithEverythingSpilled
 
   override def getDefaultSQLConf(minDeltasForSnapshot: Int, numOfVersToRetainInMemory: Int): SQLConf = {
     val sqlConf = super.getDefaultSQLConf(minDeltasForSnapshot, numOfVersToRetainInMemory)
