@@ -47,7 +47,7 @@ import spillstore.metrics.ExecutorStats
  *  - Accounting is lock-free: each spillable's last reported size is an atomic, and every change
  *    of it is added to the totals, so the totals are exactly the sum of the reported sizes.
  *  - `planLock` serializes only the planning of rounds: reading sizes and idle times and
- *    assigning shares. Under it the manager calls no `Spillable` method other than the three
+ *    assigning shares. Under it the manager calls no `Spillable` method other than its
  *    getters, so `trySpill` and `requestShrink` (which may lock the spillable or call back
  *    into the manager) always run with no manager lock held: no lock-order cycle can form.
  *  - Each share is recorded as a claim on its spillable before `planLock` is released, and
@@ -366,6 +366,9 @@ final class MemoryManager(
     var projectedBytes, projectedEntries = 0L
     accounts.values.forEach { a =>
       sync(a)
+      // A claim on a spillable that can no longer shrink would never end (nobody reports for
+      // it), and would hide its heap from every later round.
+      if (!a.spillable.canShrink) a.claim.set(null)
       val claim = a.claim.get
       val bytes = if (claim == null) a.bytes.get else math.min(a.bytes.get, claim.keepBytes)
       val entries = if (claim == null) a.entries.get else math.min(a.entries.get, claim.keepEntries)
@@ -373,7 +376,7 @@ final class MemoryManager(
       projectedEntries += entries
       // Shares come out of what eviction can free; the fixed part still counts in the total.
       val evictable = math.max(0L, bytes - a.spillable.fixedBytes)
-      if (!a.spilling && (evictable > 0 || entries > 0)) {
+      if (!a.spilling && a.spillable.canShrink && (evictable > 0 || entries > 0)) {
         candidates += new Candidate(a, bytes, evictable, entries,
           idleNanos = math.max(0L, now - a.spillable.lastUsedNanos))
       }

@@ -24,6 +24,14 @@ trait Spillable {
   def lastUsedNanos: Long
 
   /**
+   * False once nothing but its last owner can give its heap back (a state doomed by a newer
+   * attempt or an unload: it is freed whole when that owner ends, and never evicts meanwhile).
+   * The manager then counts it at its full size and asks it for nothing. Readable from any
+   * thread.
+   */
+  def canShrink: Boolean = true
+
+  /**
    * From a thread that does not own it: if it is idle, evict about `bytes` (and at least
    * `entries` entries) to its cold tier now and return the bytes freed; if it is busy, return 0
    * without waiting. Busy means a store is open, even when the calling thread is the owner's

@@ -133,6 +133,9 @@ private[tiered] final class Ownership(state: TieredState, freeState: () => Unit,
 
   def isClosed: Boolean = closed
 
+  /** Whether eviction can still free it: not doomed (its last owner frees it whole) nor closed. */
+  def canShrink: Boolean = !closed && (lease ne Lease.Gone)
+
   def isFreed: Boolean = freed
 
   private def free(): Unit = {

@@ -109,10 +109,14 @@ final class TieredState(
       // A relief round that asked while the state was still ours found it owned (its
       // trySpill returns 0): now that it is idle and unlocked, honour the request as trySpill
       // would, and tell the budget, which still counts the size it last heard of. Checked
-      // after the unlock, so a request made later finds the state idle.
+      // after the unlock, so a request made later finds the state idle. The batch has ended
+      // (a commit's version is durable), so a failed eviction is the budget's to retry.
       if (evictor.shrinkRequested) {
-        trySpill(0, 0)
-        budget.shrank(this)
+        try trySpill(0, 0) catch {
+          case NonFatal(e) =>
+            logWarning(s"$this could not honour a shrink request after its owner let go " +
+              s"($reason); the next relief round retries: ${e.getMessage}", e)
+        } finally budget.shrank(this)
       }
       true
     }
@@ -405,6 +409,7 @@ final class TieredState(
   override def fixedBytes: Long = publishedFixedBytes
   override def spilledBytes: Long = publishedColdBytes
   override def lastUsedNanos: Long = ownership.lastUsedNanos
+  override def canShrink: Boolean = ownership.canShrink
 
   /**
    * Evicts only from an idle state, and never waits: see `Ownership`. Another round whose

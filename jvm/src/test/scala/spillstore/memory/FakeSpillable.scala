@@ -36,6 +36,9 @@ final class FakeSpillable(
   val spillThreads = new ConcurrentLinkedQueue[Thread]
   /** Runs inside a successful `trySpill` before it evicts: lets a test hold a spill in flight. */
   @volatile var duringSpill: () => Unit = () => ()
+  /** False for a doomed state: only its zombie owner, which never reports, frees it whole. */
+  @volatile var shrinkable = true
+  override def canShrink: Boolean = shrinkable
 
   def heapBytes: Long = entries.get * bytesPerEntry + fixed
   override def fixedBytes: Long = fixed

@@ -43,6 +43,23 @@ class MemoryManagerSuite extends AnyFunSuite {
     assert(fx.calls.isEmpty)
   }
 
+  test("a doomed spillable, which never frees and never reports, is counted whole and asked " +
+    "nothing: the others' rounds bring the total within the budget") {
+    val fx = new Fixture(1000)
+    val zombie = fx.fake("zombie", 600, lastUsedSec = 0) // the coldest and largest
+    zombie.open(0) // its zombie attempt holds it: every trySpill finds it busy
+    zombie.shrinkable = false
+    val idle = fx.fake("idle", 300, lastUsedSec = 50)
+    val owner = fx.fake("owner", 0)
+    owner.open(100 * Sec)
+    (1 to 5).foreach(_ => owner.put(fx.mm, 60))
+    assert(fx.mm.totalHeapBytes <= 1000, s"${fx.mm.totalHeapBytes} bytes: rounds kept " +
+      s"counting the doomed state at a share it will never give: ${fx.calls}")
+    assert(fx.mm.totalHeapBytes === zombie.heapBytes + idle.heapBytes + owner.heapBytes)
+    assert(zombie.heapBytes === 600 && zombie.calls.isEmpty, "the doomed state was asked to spill")
+    owner.close(fx.mm, 100 * Sec)
+  }
+
   test("one spillable over the budget evicts itself down to the low-water mark") {
     val fx = new Fixture(1000)
     val a = fx.fake("a", 900)

@@ -255,6 +255,48 @@ class TieredStateSuite extends AnyFunSuite with BeforeAndAfterAll {
     }
   }
 
+  test("a shrink request that arrives as the owner lets go, with the local dir unusable, fails " +
+    "no release: the owner's batch has ended, the round retries, and every entry is still there") {
+    // The request comes at the worst moment (after the owner's last report, before its lease
+    // ends), so the owner honours it after the unlock, where the eviction meets the local dir.
+    val manager = new MemoryManager(MemoryConf(budgetBytes = Some(64L << 20),
+      pressureMonitor = false), relief = r => r.run())
+    val notADir = Files.createTempFile("not-a-dir", ".file").toFile
+    var racing = false
+    val s = new TieredState("unusable", None, () => notADir, new Budget {
+      def report(owner: Spillable): Eviction = {
+        val e = manager.report(owner)
+        if (racing) {
+          racing = false
+          val relief = new Thread(() => manager.configure(MemoryConf(
+            budgetBytes = Some(owner.heapBytes / 2), pressureMonitor = false)))
+          relief.start()
+          relief.join()
+        }
+        e
+      }
+      override def shrank(owner: Spillable): Unit = manager.shrank(owner)
+    })
+    manager.register(s)
+    try {
+      val lease = s.acquire("owner", -1)
+      (1L to 5000L).foreach(i => s.put(key(i), bytes(i)))
+      s.commitBatch()
+      racing = true
+      assert(s.release(lease, "committed"), "the release did not end the lease")
+      assert(!racing, "no relief round raced the release")
+      assert(s.coldKeyCount === 0, "the eviction cannot have reached a cold tier")
+      assert(manager.totalHeapBytes === s.heapBytes)
+      val reader = s.acquire("reader", -1)
+      assert(contents(s) === (1L to 5000L).map(i => i -> i).toMap)
+      s.release(reader, "read")
+    } finally {
+      s.close()
+      manager.close()
+      notADir.delete()
+    }
+  }
+
   test("a shrink request that finds another relief round spilling the idle state is honoured " +
     "by that round, not left pending") {
     // Two relief rounds ask the same idle state. The first one's spill holds the state's lock
