@@ -31,6 +31,7 @@ METRICS = (
     "spillstoreJournalRecords",
     "spillstoreCommitTimeMs",
     "spillstoreSnapshotsRepaired",
+    "spillstoreMaintenanceFailures",
     "spillstoreHeapBytes",
     "spillstoreHeapEntries",
     "spillstoreColdEntries",

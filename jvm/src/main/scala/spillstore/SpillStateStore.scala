@@ -31,6 +31,8 @@ final class SpillStateStore private[spillstore] (
   private var journal = NoCommit
   /** Corrupt snapshots the provider worked around since the previous store was opened. */
   @volatile private[spillstore] var snapshotsRepaired = 0L
+  /** Maintenance runs of the provider that failed since the previous store was opened. */
+  @volatile private[spillstore] var maintenanceFailures = 0L
 
   override def id: StateStoreId = provider.stateStoreId
 
@@ -124,6 +126,7 @@ final class SpillStateStore private[spillstore] (
       SpillStoreMetrics.CommitTime -> journal.millis,
       SpillStoreMetrics.ForcedSnapshots -> (if (journal.forcedSnapshot) 1L else 0L),
       SpillStoreMetrics.SnapshotsRepaired -> snapshotsRepaired,
+      SpillStoreMetrics.MaintenanceFailures -> maintenanceFailures,
       SpillStoreMetrics.HeapBytes -> now.heapBytes,
       SpillStoreMetrics.HeapEntries -> now.heapEntries) ++
       SpillStoreMetrics.hitRatio(tiers.hits, tiers.misses)

@@ -169,9 +169,16 @@ class SpillStoreProvider extends JarLine.Checked with SparkLineProvider with Log
           if (fresh) live.release(lease, s"loading version $version failed: $e")
           throw e
       }
+      // Spark asks only for versions its commit log has (a retried batch for the one before).
+      knownCommitted(version)
       val store = new SpillStateStore(this, lease, version, writable, forceSnapshotOnCommit)
-      // Reported once, by the store opened after the repair (loads and maintenance both repair).
-      store.snapshotsRepaired = dir.takeRepairedSnapshots()
+      // Reported once, by the write store opened after the repair (loads and maintenance both
+      // repair) or the failure: the store whose metrics an operator reports (3.5 and 4.0 open a
+      // read store first in the same task, 4.1+ upgrade one).
+      if (writable) {
+        store.snapshotsRepaired = dir.takeRepairedSnapshots()
+        store.maintenanceFailures = maintenanceFailures.getAndSet(0)
+      }
       slot.opened(store)
       // Its journal is written at commit: on remote storage, opened while the batch runs.
       if (writable) dir.openEarly(StateFile.Journal, version + 1)
@@ -253,6 +260,7 @@ class SpillStoreProvider extends JarLine.Checked with SparkLineProvider with Log
       val millis = nanos / 1000000
       ExecutorStats.addCommit(written.bytes, written.records, nanos)
       slot.committed(newVersion)
+      knownCommitted(newVersion)
       var stats: CommitStats = null
       // As the lease ends, after the evictions the commit made room for (they count in this
       // batch), while it still owns the state (RocksDB is read only by its user).
@@ -323,18 +331,52 @@ class SpillStoreProvider extends JarLine.Checked with SparkLineProvider with Log
   }
 
   /** Spark 4.3 calls this and the next from two pools; older lines through doMaintenance. */
-  private[spillstore] def snapshotMaintenance(): Unit = snapshot(None)
+  private[spillstore] def snapshotMaintenance(): Unit = maintaining("snapshot")(snapshot(None))
 
-  private[spillstore] def cleanupMaintenance(): Unit = {
+  private[spillstore] def cleanupMaintenance(): Unit = maintaining("cleanup") {
     if (slot != null) synchronized(slot.reclaimDoomed())
     withFileMaintenance(cleaner.cleanup(conf.minVersionsToRetain))
   }
 
-  /** Snapshots `version`, or (None) the newest version if enough journals piled up. */
+  /** Maintenance runs that failed since the last store was opened (see [[maintaining]]). */
+  private val maintenanceFailures = new java.util.concurrent.atomic.AtomicLong
+
+  /**
+   * Runs one maintenance task, keeping its failure here: Spark answers an error that reaches
+   * its maintenance thread by unloading providers (3.5: every provider of the executor, other
+   * queries' too; 4.3: this one), which fails the tasks holding their stores and reloads them
+   * all. A failed snapshot or cleanup loses nothing (every committed version stays loadable
+   * from the files there are), so it is logged with its cause, which names the file, counted,
+   * and retried by the next run.
+   */
+  private def maintaining(what: String)(body: => Unit): Unit =
+    try body catch {
+      case NonFatal(e) =>
+        maintenanceFailures.incrementAndGet()
+        ExecutorStats.maintenanceFailures.inc()
+        logWarning(s"$what maintenance of $storeId failed; the store keeps running, every " +
+          s"committed version stays loadable, and the next maintenance run retries: $e", e)
+    }
+
+  /**
+   * The newest version this provider committed or was asked to load: the newest a snapshot may
+   * be of. A journal above it may be one whose commit failed after it was published (the
+   * storage took it, its answer was lost, the batch was aborted) and that its retry will
+   * replace; snapshotted, it would outlive the retry's journal, since loads prefer snapshots.
+   */
+  private val newestCommitted = new java.util.concurrent.atomic.AtomicLong(0L)
+
+  private def knownCommitted(version: Long): Unit =
+    newestCommitted.accumulateAndGet(version, (a: Long, b: Long) => math.max(a, b))
+
+  /**
+   * Snapshots `version` (just committed), or (None) the newest committed version if enough
+   * journals piled up.
+   */
   private def snapshot(version: Option[Long]): Unit = withFileMaintenance {
     val done = version match {
       case Some(v) => snapshotter.snapshot(v, dir.list())
-      case None => snapshotter.snapshotIfDue(conf.minDeltasForSnapshot)
+      case None => snapshotter.snapshotIfDue(conf.minDeltasForSnapshot, newestCommitted.get)
     }
     if (conf.reportSnapshotUploads) {
       done.foreach(SpillStoreSparkLine.reportSnapshotUploaded(storeId, hadoopConf, _))

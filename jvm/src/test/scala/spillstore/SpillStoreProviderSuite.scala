@@ -146,7 +146,9 @@ class SpillStoreProviderSuite extends AnyFunSuite {
         Files.write(f.toPath, bytes)
         withProvider(rootOf(dir)) { (fresh, _) =>
           val e = withClue(s"$damage of $n bytes: ")(intercept[SparkException](fresh.getStore(2)))
-          assert(e.getMessage.contains("2.journal"), s"$damage: ${e.getMessage}")
+          assert(e.getCondition === "CANNOT_LOAD_STATE_STORE.UNCATEGORIZED", damage)
+          assert(e.getCause.getMessage.contains("2.journal"), s"$damage: ${e.getCause}")
+          assert(!e.getMessage.contains("does not exist"), s"$damage: ${e.getMessage}")
           // The provider stays usable: it reloads cleanly when asked for a valid version.
           val s1 = fresh.getStore(1)
           assert(contents(s1).nonEmpty)
@@ -378,12 +380,13 @@ object SpillStoreProviderSuite {
    */
   def withProvider[T](root: String = null, sqlConf: SQLConf = new SQLConf,
       keySchema: StructType = keySchema, spec: KeyStateEncoderSpec = null,
-      coldTiers: (File, String) => ColdTier = ColdTier.create)(
+      coldTiers: (File, String) => ColdTier = ColdTier.create, partition: Int = 0)(
       f: (SpillStoreProvider, String) => T): T = {
     if (root == null) {
-      return TempDirs.withTempDir("spill")(r => withProvider(r, sqlConf, keySchema, spec, coldTiers)(f))
+      return TempDirs.withTempDir("spill")(r =>
+        withProvider(r, sqlConf, keySchema, spec, coldTiers, partition)(f))
     }
-    val p = openProvider(root, sqlConf, keySchema, spec, coldTiers = coldTiers)
+    val p = openProvider(root, sqlConf, keySchema, spec, partition, coldTiers)
     try onOwnThread(f(p, p.stateStoreId.storeCheckpointLocation().toUri.getPath))
     finally p.close()
   }

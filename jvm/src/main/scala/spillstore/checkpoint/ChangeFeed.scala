@@ -35,8 +35,7 @@ final class ChangeFeed(dir: CheckpointDir, start: Long, end: Long) extends Close
     while (true) {
       if (reader != null) {
         val record = try reader.next() catch {
-          case e: Exception => throw SpillStoreSparkBridge.cannotReadStateFile(
-            dir.file(StateFile.Journal, version), e)
+          case e: Exception => throw StateFile.unreadable(dir.file(StateFile.Journal, version), e)
         }
         if (record != null) return record
         closeJournal()

@@ -231,7 +231,7 @@ final class CheckpointDir(
           "copy, or start the query from a new checkpoint)", c)
       case e => e
     }
-    throw SpillStoreSparkBridge.cannotReadStateFile(firstBad, cause)
+    throw StateFile.unreadable(firstBad, cause)
   }
 
   /** Renames a corrupt file out of the names listing sees; None if that failed. */

@@ -40,16 +40,17 @@ final class Snapshotter(dir: CheckpointDir, spillDir: () => File,
   def lastWritten: Long = newestWritten.get()
 
   /**
-   * Snapshots the newest committed version if at least `minDeltas` journals follow the newest
-   * snapshot. Returns the version snapshotted.
+   * Snapshots the newest version up to `committed` (the newest its provider knows committed:
+   * a journal past it may not be) if at least `minDeltas` journals follow the newest snapshot.
+   * Returns the version snapshotted.
    */
-  def snapshotIfDue(minDeltas: Int): Option[Long] = {
+  def snapshotIfDue(minDeltas: Int, committed: Long): Option[Long] = {
     val listing = try dir.list() catch {
       case e: ForeignFiles.ForeignFilesException =>
         logWarning(s"Not snapshotting: ${e.getMessage}")
         return None
     }
-    val latest = listing.journals.reduceOption(_ max _).getOrElse(0L)
+    val latest = listing.journals.filter(_ <= committed).reduceOption(_ max _).getOrElse(0L)
     val base = listing.latestSnapshotAtOrBelow(latest)
     if (latest - base >= minDeltas) snapshot(latest, listing) else None
   }

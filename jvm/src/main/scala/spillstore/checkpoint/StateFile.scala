@@ -52,6 +52,15 @@ object StateFile {
   final class CorruptFileException(msg: String, cause: Throwable = null)
     extends IOException(msg, cause)
 
+  /**
+   * Spark's error for `file`, which `e` kept from being read: damage says so (it is never
+   * reported as a missing file); anything else is Spark's read error.
+   */
+  def unreadable(file: Path, e: Throwable): Throwable = e match {
+    case c: CorruptFileException => SpillStoreSparkBridge.damagedStateFile(file, c)
+    case _ => SpillStoreSparkBridge.cannotReadStateFile(file, e)
+  }
+
   /** A spillstore file of a format this build does not read: not damage, never set aside. */
   final class NewerFormatException(msg: String) extends IllegalStateException(msg)
 

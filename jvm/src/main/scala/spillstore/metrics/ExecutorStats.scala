@@ -18,6 +18,7 @@ import com.codahale.metrics.{Counter, Timer}
  *                   | freed (TierCounting.publishToExecutor)      |
  * commit figures    | the committing task thread (the provider)     | same
  * snapshot bytes    | maintenance threads (Snapshotter)            | same
+ * maintenance fails | maintenance threads (the provider)           | same
  * relief, pressure  | the memory manager and its pressure monitor  | same
  * gauge readers     | registered once: the executor's memory       | same (each gauge
  *                   | manager when created, the cold tiers' local   | computes its value
@@ -45,6 +46,7 @@ object ExecutorStats {
   val journalBytes: Counter = counter("journalBytes")
   val journalRecords: Counter = counter("journalRecords")
   val snapshotBytes: Counter = counter("snapshotBytes")
+  val maintenanceFailures: Counter = counter("maintenanceFailures")
   val reliefRounds: Counter = counter("reliefRounds")
   val pressureInterventions: Counter = counter("pressureInterventions")
   /** Counters by metric name (Spark's convention: camelCase under the `spillstore` source). */

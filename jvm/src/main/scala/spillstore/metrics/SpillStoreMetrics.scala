@@ -58,6 +58,8 @@ object SpillStoreMetrics {
     "spillstore: snapshots written on commit because Spark asked for one (snapshot lag)")
   val SnapshotsRepaired = StateStoreCustomSumMetric("spillstoreSnapshotsRepaired",
     "spillstore: corrupt snapshots set aside and rebuilt around from older files")
+  val MaintenanceFailures = StateStoreCustomSumMetric("spillstoreMaintenanceFailures",
+    "spillstore: snapshot or cleanup runs of maintenance that failed (logged; the next run retries)")
   val HeapBytes = SnapshotMetric.size("spillstoreHeapBytes",
     "spillstore: estimated heap bytes of live state")
   val HeapEntries = StateStoreCustomCountGauge("spillstoreHeapEntries",
@@ -70,5 +72,5 @@ object SpillStoreMetrics {
 
   val all: Seq[StateStoreCustomMetric] =
     Seq(CacheHitRatio, CacheHits, CacheMisses, ColdLoads, Evictions, WriteBacks, JournalBytes, JournalRecords,
-      CommitTime, ForcedSnapshots, SnapshotsRepaired, HeapBytes, HeapEntries, ColdEntries, ColdBytes)
+      CommitTime, ForcedSnapshots, SnapshotsRepaired, MaintenanceFailures, HeapBytes, HeapEntries, ColdEntries, ColdBytes)
 }

@@ -2,6 +2,7 @@ package spillstore.checkpoint
 
 import java.util.UUID
 
+import scala.reflect.ClassTag
 import scala.util.Random
 
 import org.apache.hadoop.fs.Path
@@ -169,7 +170,7 @@ class HdfsCheckpointSuite extends AnyFunSuite with BeforeAndAfterAll {
       hdfs.withDataNodeDown {
         val s = p.getStore(3)
         randomBatch(s, attempt, states.last)
-        intercept[Exception](s.commit())
+        storageError(s.commit())
         assert(!s.hasCommitted)
       }
       // The journal's temp file was created, its block could not be written: it is deleted
@@ -191,7 +192,7 @@ class HdfsCheckpointSuite extends AnyFunSuite with BeforeAndAfterAll {
       hdfs.withNameNodeDown {
         val s = p.getStore(3)
         randomBatch(s, new Random(6), states.last)
-        intercept[Exception](s.commit())
+        storageError(s.commit())
         assert(!s.hasCommitted)
       }
       assert(files(root) === journals(1 to 3))
@@ -212,7 +213,7 @@ class HdfsCheckpointSuite extends AnyFunSuite with BeforeAndAfterAll {
     assert(files(root).contains("4.snapshot"), files(root))
     (1 to 4).foreach(v => assert(hdfs.fs.delete(new Path(root, s"0/0/$v.journal"), false)))
     hdfs.withDataNodeDown {
-      intercept[Exception](load(root, 4))
+      storageError(load(root, 4))
     }
     assert(files(root) === Set("4.snapshot"))
     assert(load(root, 4) === states(4))
@@ -224,7 +225,7 @@ class HdfsCheckpointSuite extends AnyFunSuite with BeforeAndAfterAll {
     withProvider(root, sqlConf) { p =>
       val states = commitBatches(p, new Random(8), Seq(Map.empty), 3)
       hdfs.withDataNodeDown {
-        try p.doMaintenance() catch { case _: Exception => () } // Spark logs a maintenance failure
+        p.doMaintenance() // fails, logged and counted: an error reaching Spark unloads providers
       }
       assert(files(root) === journals(1 to 3))
       p.doMaintenance()
@@ -258,7 +259,20 @@ class HdfsCheckpointSuite extends AnyFunSuite with BeforeAndAfterAll {
     val listing = new CheckpointDir(storeDir(root), hdfs.conf,
       SpillStoreSparkBridge.compressionCodec("lz4")).list()
     assert(!listing.journals.contains(version) && !listing.snapshots.contains(version), listing)
-    intercept[Exception](load(root, version))
+    causedBy[java.io.FileNotFoundException](load(root, version))
+  }
+
+  /** `body`'s error, which must have a `T` among its causes. */
+  private def causedBy[T <: Throwable](body: => Any)(implicit t: ClassTag[T]): T = {
+    val e = intercept[Throwable](body)
+    Iterator.iterate(e)(_.getCause).takeWhile(_ != null).collectFirst { case c: T => c }
+      .getOrElse(fail(s"expected a ${t.runtimeClass.getName} among the causes of $e", e))
+  }
+
+  /** `body` fails because the storage did (an I/O error), never because a file read as damaged. */
+  private def storageError(body: => Any): Unit = {
+    val e = causedBy[java.io.IOException](body)
+    assert(!e.isInstanceOf[StateFile.CorruptFileException], e)
   }
 
   private def readBytes(p: Path): Array[Byte] = {

@@ -3,12 +3,14 @@ package spillstore.checkpoint
 import java.io.IOException
 import java.net.URI
 
-import org.apache.hadoop.fs.{FSDataInputStream, FSInputStream, Path, RawLocalFileSystem}
+import org.apache.hadoop.fs.{FileStatus, FSDataInputStream, FSInputStream, Path, RawLocalFileSystem}
 
 /**
  * The local file system under the scheme `faulty:` (registered for tests through
  * META-INF/services), whose reads of one named file fail with a given I/O error while a test
- * arms it: a real Hadoop file system failing as HDFS or S3 do when a task is interrupted.
+ * arms it: a real Hadoop file system failing as HDFS or S3 do when a task is interrupted. A
+ * test may also fail the listings of one directory, as a LIST answered 503 by S3 or a namenode
+ * failing over does.
  */
 class FaultyFileSystem extends RawLocalFileSystem {
   override def getUri: URI = URI.create("faulty:///")
@@ -21,11 +23,20 @@ class FaultyFileSystem extends RawLocalFileSystem {
       case None => in
     }
   }
+
+  override def listStatus(f: Path): Array[FileStatus] = {
+    FaultyFileSystem.failingList.foreach { suffix =>
+      if (f.toUri.getPath.stripSuffix("/").endsWith(suffix)) {
+        throw new IOException(s"injected listing failure of $f")
+      }
+    }
+    super.listStatus(f)
+  }
 }
 
 /**
- * State: `fault`, owned by the test thread that calls `failing` (set for its body, cleared
- * after); file system threads only read it.
+ * State: `fault` and `failingList`, each owned by the test thread that calls `failing` /
+ * `failingListsOf` (set for its body, cleared after); file system threads only read them.
  */
 object FaultyFileSystem {
   final case class Fault(fileName: String, afterBytes: Long, error: () => IOException)
@@ -37,6 +48,15 @@ object FaultyFileSystem {
     if (fault.isDefined) throw new IllegalStateException(s"FaultyFileSystem: already armed ($fault)")
     fault = Some(Fault(fileName, afterBytes, error))
     try body finally fault = None
+  }
+
+  @volatile private var failingList: Option[String] = None
+
+  /** Runs `body` with every listing of a directory whose path ends in `suffix` failing. */
+  def failingListsOf[T](suffix: String)(body: => T): T = {
+    if (failingList.isDefined) throw new IllegalStateException(s"FaultyFileSystem: already failing $failingList")
+    failingList = Some(suffix)
+    try body finally failingList = None
   }
 
   /** The checkpoint root `dir` (a local path) seen through this file system. */

@@ -15,10 +15,11 @@ class SnapshotterLastWrittenSuite extends AnyFunSuite {
       val snapshotter = new Snapshotter(dir, () => local)
       (1L to 3L).foreach(journal(dir, _))
       assert(snapshotter.lastWritten === -1L)
-      assert(snapshotter.snapshotIfDue(minDeltas = 4) === None)
+      assert(snapshotter.snapshotIfDue(minDeltas = 4, committed = 3) === None)
+      assert(snapshotter.snapshotIfDue(minDeltas = 3, committed = 2) === None, "3 not committed")
       assert(snapshotter.lastWritten === -1L)
 
-      assert(snapshotter.snapshotIfDue(minDeltas = 3) === Some(3L))
+      assert(snapshotter.snapshotIfDue(minDeltas = 3, committed = 3) === Some(3L))
       assert(snapshotter.lastWritten === 3L)
       assert(snapshotter.snapshot(3L, dir.list()) === None, "exists already")
       assert(snapshotter.lastWritten === 3L)

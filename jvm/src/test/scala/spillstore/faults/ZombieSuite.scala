@@ -19,6 +19,30 @@ import spillstore.TempDirs
  */
 class ZombieSuite extends AnyFunSuite {
 
+  test("a journal whose commit did not return to this provider is never snapshotted: the " +
+    "retried batch's journal of that version is what loads") {
+    withProvider(sqlConf = CorruptionRepairSuite.conf(minDeltas = 4, retain = 100)) { (p, dir) =>
+      val base = commitVersions(p, versions = 3, seed = 31, keys = 50, ops = 20)
+      // Version 4 published by an attempt whose commit never returned here: as a commit whose
+      // publish succeeded and whose answer was lost (aborted), or another executor's attempt.
+      withProvider(rootOf(dir)) { (other, _) =>
+        val lost = other.getStore(3)
+        (0L until 50L).foreach(k => lost.put(key(k), value(-1)))
+        assert(lost.commit() === 4)
+      }
+      p.doSnapshotMaintenance() // due at 4, were the lost attempt's journal trusted
+      assert(!new File(dir, "4.snapshot").exists(), "snapshotted a version it never committed")
+      val retry = p.getStore(3)
+      (0L until 50L).foreach(k => retry.put(key(k), value(k)))
+      assert(retry.commit() === 4)
+      p.doSnapshotMaintenance()
+      val expected = base(3) ++ (0L until 50L).map(k => k -> k)
+      assert(readAll(dir, 4) === expected)
+      new File(dir).listFiles().filter(_.getName.endsWith(".journal")).foreach(_.delete())
+      assert(readAll(dir, 4) === expected, "the snapshot of 4 is not the retry's")
+    }
+  }
+
   test("two executors committing the same version at once leave one attempt's state, valid") {
     val pool = Executors.newFixedThreadPool(2)
     implicit val ec: ExecutionContext = ExecutionContext.fromExecutor(pool)

@@ -41,6 +41,10 @@ object SpillStoreSparkBridge extends Logging {
   def cannotReadStateFile(file: Path, cause: Throwable): Throwable =
     SpillStoreSparkErrors.cannotReadStateFile(file, cause)
 
+  /** A file that is there but damaged (`cause` says where): unlike the above, never "missing". */
+  def damagedStateFile(file: Path, cause: Throwable): Throwable =
+    SpillStoreSparkErrors.damagedStateFile(file, cause)
+
   def cannotCommit(store: String, cause: Throwable): Throwable =
     SpillStoreSparkErrors.cannotCommit(store, cause)
 

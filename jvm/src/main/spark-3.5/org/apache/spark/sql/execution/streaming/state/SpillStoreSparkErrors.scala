@@ -13,6 +13,9 @@ object SpillStoreSparkErrors {
   def cannotReadStateFile(file: Path, cause: Throwable): Throwable =
     new IllegalStateException(s"Error reading streaming state file $file", cause)
 
+  def damagedStateFile(file: Path, cause: Throwable): Throwable =
+    new IllegalStateException(s"Streaming state file $file is damaged: ${cause.getMessage}", cause)
+
   def missingSnapshotFile(file: Path, store: String): Throwable =
     new IllegalStateException(s"Error reading snapshot file $file of $store: it does not exist")
 

@@ -13,6 +13,10 @@ object SpillStoreSparkErrors {
   def cannotReadStateFile(file: Path, cause: Throwable): Throwable =
     QueryExecutionErrors.failedToReadStreamingStateFileError(file, cause)
 
+  /** Not Spark's read error, whose message says the file does not exist: the cause names it. */
+  def damagedStateFile(file: Path, cause: Throwable): Throwable =
+    QueryExecutionErrors.cannotLoadStore(cause)
+
   /** As Spark's HDFS provider reports a snapshot it was asked to replay from and lacks. */
   def missingSnapshotFile(file: Path, store: String): Throwable =
     QueryExecutionErrors.cannotLoadStore(StateStoreErrors.stateStoreSnapshotFileNotFound(
