@@ -111,9 +111,19 @@ private[spillstore] final class LiveSlot(newLiveState: () => TieredState, recove
     }
   }
 
-  /** Frees the doomed states whose holder is gone without having freed them. */
+  /**
+   * Frees the doomed states whose holder is gone without having freed them. A state whose
+   * freeing failed is freed for the budget all the same (`Ownership`): logged, never thrown
+   * into the open or the maintenance run that happened to reclaim it.
+   */
   def reclaimDoomed(): Unit =
-    if (doomed.nonEmpty) doomed = doomed.filterNot(s => s.isFreed || s.freeIfAbandoned())
+    if (doomed.nonEmpty) doomed = doomed.filterNot { s =>
+      s.isFreed || (try s.freeIfAbandoned() catch {
+        case NonFatal(e) =>
+          logWarning(s"Freeing $s of $name failed; it is no longer counted in the budget", e)
+          s.isFreed
+      })
+    }
 
   /**
    * Spark's unload: frees the live state now, or, if a holder still has it, dooms it (its

@@ -267,10 +267,21 @@ object StateFile {
       case _ => corrupt(what, e)
     }
 
+    /**
+     * The next `n` bytes. A damaged length field must not allocate what the file does not
+     * have (an OutOfMemoryError in a small executor, not a damaged-file error): past the first
+     * chunk the array grows only as the bytes arrive, so an early end is found first. The body
+     * is compressed, so what the file has left does not bound `n` by itself.
+     */
     private def readN(n: Int, crc: CRC32C): Array[Byte] = {
       if (n > MaxRecordBytes) corrupt(s"record length $n exceeds $MaxRecordBytes")
-      val b = new Array[Byte](n)
+      var b = new Array[Byte](math.min(n, ReadChunkBytes))
       body.readFully(b)
+      while (b.length < n) {
+        val filled = b.length
+        b = JArrays.copyOf(b, math.min(n.toLong, filled * 2L).toInt)
+        body.readFully(b, filled, b.length - filled)
+      }
       crc.update(b)
       b
     }
@@ -363,6 +374,9 @@ object StateFile {
 
   /** Guard against allocating absurd arrays from a damaged length field. */
   private[spillstore] val MaxRecordBytes = 256 * 1024 * 1024
+
+  /** A record longer than this is read a chunk at a time (see `Reader.readN`). */
+  private val ReadChunkBytes = 1 << 20
 
   private def putInt(b: Array[Byte], at: Int, n: Int): Unit = {
     b(at) = (n >>> 24).toByte

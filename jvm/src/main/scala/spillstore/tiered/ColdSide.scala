@@ -91,14 +91,18 @@ private[tiered] final class ColdSide(name: String, prefixIndex: Option[PrefixInd
   def scan(start: Array[Byte], inRange: Array[Byte] => Boolean): ColdTier.Scan =
     tier.scan(start, inRange)
 
-  /** Closes RocksDB (if open) and forgets its keys. */
+  /**
+   * Closes RocksDB (if open) and forgets its keys. The tier is forgotten first: one whose
+   * close fails may be closed already, and a read of a closed RocksDB crashes the JVM.
+   */
   def close(): Unit = {
-    if (tier != null) {
-      logInfo(s"$name stops spilling: closing its cold tier ($count keys, ${tier.dir})")
-      tier.close()
-      tier = null
+    val closing = tier
+    tier = null
+    if (closing != null) {
+      logInfo(s"$name stops spilling: closing its cold tier ($count keys, ${closing.dir})")
     }
     count = 0
     filter.clear()
+    if (closing != null) closing.close()
   }
 }

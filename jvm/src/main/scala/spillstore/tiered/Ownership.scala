@@ -138,11 +138,16 @@ private[tiered] final class Ownership(state: TieredState, freeState: () => Unit,
 
   def isFreed: Boolean = freed
 
+  /**
+   * Even if giving the memory back fails part-way (the cold tier's close), the state is freed
+   * for the budget: it can never be used again, and left registered it would count forever.
+   */
   private def free(): Unit = {
     closed = true
-    freeState()
-    freed = true
-    onFreed()
+    try freeState() finally {
+      freed = true
+      onFreed()
+    }
   }
 
   /**

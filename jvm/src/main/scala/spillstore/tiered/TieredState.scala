@@ -154,12 +154,16 @@ final class TieredState(
   /** Whether its memory was given back (closed, and no owner left to free it). */
   def isFreed: Boolean = ownership.isFreed
 
-  private def freeMemory(): Unit = { // under the ownership lock
-    iterators.endBatch()
-    heap.clear()
-    cold.close()
-    publish()
-    publishCounters()
+  private def freeMemory(): Unit = { // under the ownership lock; each part even if one fails
+    try {
+      iterators.endBatch()
+      heap.clear()
+    } finally {
+      try cold.close() finally {
+        publish()
+        publishCounters()
+      }
+    }
   }
 
   /**

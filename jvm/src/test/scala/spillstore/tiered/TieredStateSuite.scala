@@ -297,6 +297,25 @@ class TieredStateSuite extends AnyFunSuite with BeforeAndAfterAll {
     }
   }
 
+  test("a doomed state whose freeing fails part-way is freed for the budget all the same") {
+    val mm = new MemoryManager(MemoryConf(budgetBytes = Some(64L << 10), pressureMonitor = false))
+    val s = new TieredState("doomed", None, () => coldRoot, mm, onFreed = mm.unregister,
+      openCold = (parent, name) => new ColdTier(new File(parent, s"$name-${UUID.randomUUID()}")) {
+        override def close(): Unit = { super.close(); throw new RocksDBException("injected close failure") }
+      })
+    mm.register(s)
+    val writer = s.acquire("writer", -1)
+    (1L to 5000L).foreach(i => s.put(key(i), bytes(i)))
+    s.commitBatch()
+    s.release(writer, "committed") // evicts down to the budget: a cold tier
+    val zombie = s.acquire("zombie", -1)
+    assert(s.coldKeyCount > 0 && mm.totalHeapBytes > 0)
+    assert(s.revoke("a newer attempt took over"))
+    intercept[RocksDBException](s.freeIfDoomedBy(zombie))
+    assert(s.isFreed)
+    assert(mm.totalHeapBytes === 0 && mm.status.spillables === 0, "still counted in the budget")
+  }
+
   test("a shrink request that finds another relief round spilling the idle state is honoured " +
     "by that round, not left pending") {
     // Two relief rounds ask the same idle state. The first one's spill holds the state's lock
