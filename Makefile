@@ -25,9 +25,9 @@ constraints_of = $(if $(filter 3.5,$(1)),"numpy<2" "pyarrow<20",)
 # The smaller end-to-end set for 4.0, 4.1, 4.2 (docs/testing.md: which target runs what).
 E2E_SMALL := tests/test_package.py tests/test_cli.py tests/test_e2e_spillstore.py \
   tests/test_e2e_restart.py tests/test_e2e_spill.py tests/test_e2e_metrics.py tests/test_migrate.py \
-  tests/test_change_feed.py
+  tests/test_change_feed.py tests/test_e2e_maintenance_faults.py
 
-.PHONY: all venv venvs jar jars demo test test-fast test-jvm test-python test-heavy test-cluster test-remote \
+.PHONY: all venv venvs jar jars demo test test-lane-jvm test-lane-e2e test-fast test-jvm test-python test-heavy test-cluster test-remote \
   test-lines test-conformance $(foreach l,$(OTHER_LINES),test-line-$(l) test-conformance-$(l)) \
   test-s3 test-install dist bench bench-remote bench-api clean servers
 
@@ -149,9 +149,29 @@ test-lines: test-conformance $(foreach l,$(OTHER_LINES),test-line-$(l))
 test-install: dist
 	$(PY) -m pytest -q -m install --basetemp=target/pytest-install tests/test_install.py
 
-# All tests: JVM, Python and end to end on 4.3, then the heavy, cluster and remote-storage
-# suites, then every other line, then the release artifacts installed.
-test: test-jvm test-python test-heavy test-cluster test-remote test-lines test-install
+# All tests, in two lanes side by side (CI has two cores, and each suite leaves a good part of
+# them idle: JVM starts, Python workers, waits on batches and servers). What every suite needs
+# (the jars, every venv, the servers' class paths) is built first, so that no two sbt runs
+# overlap; each lane runs its suites one after the other and prints each one's minutes
+# (docs/testing.md says which suite goes in which lane, and why).
+LANE_JVM := test-jvm test-conformance test-remote test-line-4.0 test-line-4.1 test-line-4.2 test-install
+LANE_E2E := test-python test-heavy test-cluster test-line-3.5
+test: $(PKG_JAR) $(SERVERS) venvs
+	$(MAKE) --no-print-directory -j2 --output-sync=line test-lane-jvm test-lane-e2e
+
+# One suite as a recipe line of its own (printed whole when it ends), timed; a lane stops at
+# its first failing suite.
+define timed
+@start=$$(date +%s); $(MAKE) --no-print-directory -j1 $(1); status=$$?; \
+  echo "== make $(1): $$(( $$(date +%s) - start )) s, exit $$status"; exit $$status
+
+endef
+
+test-lane-jvm:
+	$(foreach t,$(LANE_JVM),$(call timed,$(t)))
+
+test-lane-e2e:
+	$(foreach t,$(LANE_E2E),$(call timed,$(t)))
 
 # Everything but the heavy suites and the other lines, for quick iterations (4.3 only).
 test-fast: test-jvm test-python

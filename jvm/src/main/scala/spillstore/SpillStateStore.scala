@@ -107,7 +107,9 @@ final class SpillStateStore private[spillstore] (
 
   override def hasCommitted: Boolean = state == Committed
 
-  override def metrics: StateStoreMetrics = {
+  /** Spark's `metrics`, which the line's adapter calls as it calls reads (serialized where
+   *  one task calls its store from two threads). */
+  private[spillstore] def storeMetrics: StateStoreMetrics = {
     // A committed view reports the state as its commit left it; an open one reads it live.
     val (tiers, now) =
       if (state == Committed) (journal.tiers, journal.live)

@@ -43,6 +43,8 @@ trait SparkLineStore extends StateStore { self: SpillStateStore =>
   override def put(key: UnsafeRow, value: UnsafeRow): Unit =
     provider.synchronized(putValue(key, value))
   override def remove(key: UnsafeRow): Unit = provider.synchronized(removeKey(key))
+  // An open store's metrics read the live state, which the other thread may be writing.
+  override def metrics: StateStoreMetrics = provider.synchronized(storeMetrics)
   override def iterator(): Iterator[UnsafeRowPair] =
     provider.synchronized(SerializedCalls.stepwise(provider, allPairs()._1))
   override def prefixScan(prefixKey: UnsafeRow): Iterator[UnsafeRowPair] =

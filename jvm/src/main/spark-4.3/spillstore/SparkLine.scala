@@ -2,7 +2,7 @@ package spillstore
 
 import org.apache.spark.SparkEnv
 import org.apache.spark.sql.catalyst.expressions.UnsafeRow
-import org.apache.spark.sql.execution.streaming.state.{StateStoreIterator, UnsafeRowPair}
+import org.apache.spark.sql.execution.streaming.state.{StateStoreIterator, StateStoreMetrics, UnsafeRowPair}
 
 /** Spark 4.3: maintenance in two pools (snapshots, cleanup) instead of doMaintenance. */
 trait SparkLineProvider extends SparkLine42Provider { self: SpillStoreProvider =>
@@ -31,6 +31,9 @@ trait SparkLineStore extends SparkLine42Store { self: SpillStateStore =>
   override def remove(key: UnsafeRow, colFamilyName: String): Unit =
     if (serialized) provider.synchronized(super.remove(key, colFamilyName))
     else super.remove(key, colFamilyName)
+
+  override def metrics: StateStoreMetrics =
+    if (serialized) provider.synchronized(super.metrics) else super.metrics
 
   override def iterator(colFamilyName: String): StateStoreIterator[UnsafeRowPair] =
     if (!serialized) super.iterator(colFamilyName)

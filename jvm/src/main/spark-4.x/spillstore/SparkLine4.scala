@@ -49,6 +49,8 @@ trait SparkLine4Provider extends StateStoreProvider { self: SpillStoreProvider =
  * multi-value and column-family calls refuse with a clear error.
  */
 trait SparkLine4Store extends StateStore { self: SpillStateStore =>
+  override def metrics: StateStoreMetrics = storeMetrics
+
   override def get(key: UnsafeRow, colFamilyName: String): UnsafeRow = {
     checkColumnFamily(colFamilyName)
     getValue(key)

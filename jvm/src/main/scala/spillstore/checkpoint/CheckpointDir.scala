@@ -145,11 +145,29 @@ final class CheckpointDir(
    * provider's file throws [[ForeignFiles.ForeignFilesException]]. One small read, for
    * decisions that would otherwise trust a file's name.
    */
-  def hasOwnMagic(kind: Kind, version: Long): Boolean = {
+  private def hasOwnMagic(kind: Kind, version: Long): Boolean = {
     val f = file(kind, version)
     val magic = readMagic(f)
     ForeignFiles.ofMagic(magic).foreach(p => throw new ForeignFiles.ForeignFilesException(Seq(f -> p)))
     magic == StateFile.Magic
+  }
+
+  /**
+   * Whether a file has spillstore's magic and ends with the footer that pins its length (false:
+   * damaged there, truncated, or appended to); another provider's file throws
+   * [[ForeignFiles.ForeignFilesException]]. Two small reads, not the whole file: what a
+   * decision that would otherwise trust a file's name can afford (a flipped bit in the body
+   * is found only by reading it).
+   */
+  def looksWhole(kind: Kind, version: Long): Boolean = hasOwnMagic(kind, version) && {
+    val f = file(kind, version)
+    val length = f.getFileSystem(hadoopConf).getFileStatus(f).getLen
+    length >= StateFile.FooterBytes && {
+      val footer = new Array[Byte](StateFile.FooterBytes)
+      val in = fm.open(f)
+      try in.readFully(length - StateFile.FooterBytes, footer) finally in.close()
+      StateFile.isFooter(footer, length)
+    }
   }
 
   private def foreignOwner(kind: Kind, version: Long) =

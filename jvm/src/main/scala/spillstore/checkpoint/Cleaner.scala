@@ -7,9 +7,10 @@ import org.apache.spark.internal.Logging
  * `spark.sql.streaming.minBatchesToRetain`: the newest `minVersionsToRetain` versions stay
  * loadable, so everything older than the newest snapshot at or below that horizon goes.
  *
- * Before anything is deleted, that snapshot's header is read (one small request): kept from by
- * name alone, another provider's file or a damaged one would cost the journals that are the
- * only way back. A directory holding another provider's files is left alone (loading it is the
+ * Before anything is deleted, that snapshot's first and last bytes are read (two small
+ * requests: its magic, and the footer that pins its length): kept from by name alone, another
+ * provider's file or a damaged or truncated one would cost the journals that are the only way
+ * back. A directory holding another provider's files is left alone (loading it is the
  * error that names them).
  */
 final class Cleaner(dir: CheckpointDir) extends Logging {
@@ -25,7 +26,7 @@ final class Cleaner(dir: CheckpointDir) extends Logging {
       listing.journals.filter(_ < keepFrom).toSeq.map(StateFile.Journal -> _) ++
         listing.snapshots.filter(_ < keepFrom).toSeq.map(StateFile.Snapshot -> _)
     if (doomed.isEmpty) return 0
-    if (!dir.hasOwnMagic(StateFile.Snapshot, keepFrom)) {
+    if (!dir.looksWhole(StateFile.Snapshot, keepFrom)) {
       logWarning(s"Not cleaning up ${dir.path}: snapshot $keepFrom, which the retained " +
         "versions would be kept from, is damaged; the next load rebuilds around it")
       return 0

@@ -61,6 +61,13 @@ object StateFile {
     case _ => SpillStoreSparkBridge.cannotReadStateFile(file, e)
   }
 
+  /** Whether `footer`, the last [[FooterBytes]] of a file of `fileLength` bytes, is the footer
+   *  a whole file ends with (its length and end magic). */
+  def isFooter(footer: Array[Byte], fileLength: Long): Boolean = {
+    val in = new DataInputStream(new java.io.ByteArrayInputStream(footer))
+    in.readLong() == fileLength - FooterBytes && in.readInt() == EndMagic
+  }
+
   /** A spillstore file of a format this build does not read: not damage, never set aside. */
   final class NewerFormatException(msg: String) extends IllegalStateException(msg)
 

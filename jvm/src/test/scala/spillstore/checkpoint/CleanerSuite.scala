@@ -107,6 +107,12 @@ class CleanerSuite extends AnyFunSuite {
   test("a damaged or foreign snapshot to keep from, or another provider's file, leaves every file alone") {
     val damage: Seq[(String, (CheckpointDir, File) => Unit)] = Seq(
       "an empty snapshot" -> ((_, f) => Files.write(f.toPath, Array.emptyByteArray)),
+      "a snapshot truncated after its header" -> { (_, f) =>
+        Files.write(f.toPath, Files.readAllBytes(f.toPath).take(30))
+      },
+      "a snapshot missing its last byte" -> { (_, f) =>
+        Files.write(f.toPath, Files.readAllBytes(f.toPath).dropRight(1))
+      },
       "a snapshot with a damaged magic" -> { (_, f) =>
         val b = Files.readAllBytes(f.toPath); b(0) = (b(0) ^ 1).toByte; Files.write(f.toPath, b)
       },

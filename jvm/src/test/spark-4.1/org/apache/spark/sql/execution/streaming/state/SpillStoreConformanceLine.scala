@@ -7,7 +7,6 @@ trait SpillStoreConformanceLine extends SpillStoreConformance41 { self: SpillSto
     "files carry their checksum inside and have no companion files"
 
   def spillstoreExclusions: Seq[(String, String)] = SpillStoreConformanceExclusions.common ++ Seq(
-    SpillStoreConformanceExclusions.maintenanceFailure,
     "checksum files are also cleaned up during maintenance" -> checksums,
     "overwrite state file without overwriting checksum file" -> checksums,
     "Load spark 4.0 golden checkpoint written without checksum" ->

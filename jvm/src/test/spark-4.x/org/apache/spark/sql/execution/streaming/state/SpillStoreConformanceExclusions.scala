@@ -14,9 +14,4 @@ object SpillStoreConformanceExclusions {
     ("asserts that memoryUsedBytes grows with one committed entry; spillstore reports its heap " +
       "there, and with a one-byte budget the entry leaves the heap at the commit (its cold-key " +
       "filter, whose first layer made the heap grow before, gets no share of such a budget)")
-
-  /** 4.1 and 4.2 (4.3 excludes it for another reason). */
-  val maintenanceFailure: (String, String) = "SPARK-48997: maintenance threads with exceptions" ->
-    ("fails here: the test jar's failing provider (provider0) is still loaded after the test's " +
-      "5 s wait; not yet investigated whether spillstore's maintenance on the same pool is involved")
 }

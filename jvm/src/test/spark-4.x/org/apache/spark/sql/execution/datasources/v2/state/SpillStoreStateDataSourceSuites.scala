@@ -113,8 +113,8 @@ class SpillStoreStateDataSourceReadSuite extends StateDataSourceReadSuite
 
   /**
    * Runs four batches of a query on a spillstore checkpoint; right after batch 1, maintenance
-   * of a provider on each of `stores` (partition, store name) snapshots version 2 from the
-   * files (spillstore's snapshots never need the live state). Then `check` compares reads from
+   * of a provider on each of `stores` (partition, store name), which loads version 2 first,
+   * snapshots it from the files. Then `check` compares reads from
    * that snapshot with normal reads. (Waiting for the query's own maintenance instead is timing:
    * the executor's maintenance task keeps the interval of the first query that started it.)
    */
@@ -131,7 +131,12 @@ class SpillStoreStateDataSourceReadSuite extends StateDataSourceReadSuite
         val provider = new SpillStoreProvider
         provider.init(storeId, schema, schema, NoPrefixKeyStateEncoderSpec(schema),
           useColumnFamilies = false, new StateStoreConf(conf), new Configuration)
-        try provider.doMaintenance() finally provider.close()
+        // As on an executor, the provider has loaded the version (only a version a provider
+        // committed or loaded is ever snapshotted), then maintenance runs.
+        try {
+          provider.getReadStore(2).abort()
+          provider.doMaintenance()
+        } finally provider.close()
         val snapshot = new File(storeId.storeCheckpointLocation().toUri.getPath, "2.snapshot")
         assert(snapshot.exists(), s"$snapshot was not written")
       })
