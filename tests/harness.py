@@ -533,10 +533,22 @@ def descendants(pid: int) -> list[int]:
     return out
 
 
+class JobRun(subprocess.CompletedProcess[str]):
+    """A finished job (see ``run_job``), and the command lines of the processes of its group
+    that were still running once it had ended and its JVM had had 60 s to exit: ``run_job``
+    killed them."""
+
+    left_running: list[str]
+
+    def __init__(self, done: subprocess.CompletedProcess[str], left_running: list[str]) -> None:
+        super().__init__(done.args, done.returncode, done.stdout, done.stderr)
+        self.left_running = left_running
+
+
 def run_job(args: Sequence[str], workdir: Path, timeout_s: float,
             launcher: Sequence[str] = (sys.executable,),
             env: Mapping[str, str | None] | None = None,
-            cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
+            cwd: Path | None = None) -> JobRun:
     """Run ``python ARGS...`` (a job script that starts its own SparkSession, hence its own
     JVM) and wait for it, capturing its output. ``launcher`` replaces ``python`` (another
     venv's python, spark-submit with its options), ``env`` adds to or replaces variables of
@@ -556,6 +568,7 @@ def run_job(args: Sequence[str], workdir: Path, timeout_s: float,
                             text=True, env={k: v for k, v in merged.items() if v is not None},
                             cwd=cwd, start_new_session=True)
     timed_out = False
+    left_running: list[str] = []
     try:
         try:
             stdout, stderr = proc.communicate(timeout=timeout_s)
@@ -567,6 +580,7 @@ def run_job(args: Sequence[str], workdir: Path, timeout_s: float,
         if proc.poll() is not None and not timed_out:
             # The job ended; its JVM exits (and cleans up) once it sees the job's pipe close.
             _wait_group(proc.pid, timeout_s=60)
+            left_running = [cmdline for _, cmdline in _group_members(proc.pid)]
         _kill_group(proc.pid)  # whatever is left: the test failed, timed out or was interrupted
         proc.kill()
         proc.wait()
@@ -574,7 +588,8 @@ def run_job(args: Sequence[str], workdir: Path, timeout_s: float,
     if timed_out:
         raise AssertionError(f"{' '.join(args)} did not finish within {timeout_s} s:\n"
                              f"{stderr[-6000:]}")
-    return subprocess.CompletedProcess(proc.args, proc.returncode, stdout, stderr)
+    return JobRun(subprocess.CompletedProcess(proc.args, proc.returncode, stdout, stderr),
+                  left_running)
 
 
 def run_reporting_job(job: Path, spec: Mapping[str, Any], workdir: Path, timeout_s: float
@@ -624,17 +639,24 @@ def write_job_report(spark: Any, report: dict[str, Any], report_file: str,
         Path(report_file).write_text(json.dumps(report))
 
 
-def _group_alive(pgid: int) -> bool:
-    """Some process (not a zombie) is still in process group ``pgid``."""
+def _group_members(pgid: int) -> list[tuple[int, str]]:
+    """The processes (not zombies) still in process group ``pgid``: pid and command line."""
+    members = []
     for entry in os.listdir("/proc"):
         if entry.isdigit():
             try:
                 fields = Path(f"/proc/{entry}/stat").read_text().rsplit(")", 1)[1].split()
+                if int(fields[2]) == pgid and fields[0] not in ("Z", "X"):
+                    cmdline = Path(f"/proc/{entry}/cmdline").read_bytes().replace(b"\0", b" ")
+                    members.append((int(entry), cmdline.decode(errors="replace").strip()))
             except OSError:
                 continue
-            if int(fields[2]) == pgid and fields[0] not in ("Z", "X"):
-                return True
-    return False
+    return members
+
+
+def _group_alive(pgid: int) -> bool:
+    """Some process (not a zombie) is still in process group ``pgid``."""
+    return bool(_group_members(pgid))
 
 
 def _wait_group(pgid: int, timeout_s: float) -> None:

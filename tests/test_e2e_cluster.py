@@ -37,7 +37,7 @@ class Cluster:
     """What cluster_job.py did: its report (see the job) and the run of each query."""
 
     workdir: Path
-    job: Any  # subprocess.CompletedProcess[str]
+    job: harness.JobRun
     report: dict[str, Any]
     seconds: float
 
@@ -175,8 +175,13 @@ def test_driver_sums_what_the_executors_report(cluster: Cluster, budget: str) ->
 
 
 def test_no_executor_jvm_outlives_the_job(cluster: Cluster) -> None:
+    """The job's group had ended by itself within 60 s of the job (``harness.run_job`` kills
+    what is left, and says what that was): no executor JVM of the application among it."""
     app_id = cluster.report["app_id"]
-    for e, jvm in cluster.executors.items():
+    assert cluster.executors, "the job reported no executors"
+    left = [cmdline for cmdline in cluster.job.left_running if app_id in cmdline]
+    assert not left, f"executor JVMs still running after the job ended: {left}"
+    for e, jvm in cluster.executors.items():  # and none outside the job's group
         try:
             args = Path(f"/proc/{jvm['pid']}/cmdline").read_bytes().decode()
         except OSError:

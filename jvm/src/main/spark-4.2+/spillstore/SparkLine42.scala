@@ -29,7 +29,8 @@ trait SparkLine42Provider extends SparkLine4Provider with SparkLine41Replay with
 
   /**
    * Row checksums (4.2+) are written by Spark's providers themselves, in their files: spillstore
-   * writes none (its files carry a CRC32C per record, checked on every read), so a query that
+   * writes none (its files carry one CRC32C over their records, checked when a file is read to
+   * its end), so a query that
    * asks for them is refused rather than run without them.
    */
   override protected def refuseLineConfs(stateStoreId: StateStoreId,
@@ -38,7 +39,8 @@ trait SparkLine42Provider extends SparkLine4Provider with SparkLine41Replay with
       throw new UnsupportedOperationException(
         "spillstore does not write Spark's row checksums " +
           s"(spark.sql.streaming.stateStore.rowChecksum.enabled=true; store $stateStoreId). Its " +
-          "journals and snapshots carry a CRC32C per record, checked on every read. Set it to " +
+          "journals and snapshots carry a CRC32C over their records, checked when a file is read. " +
+          "Set it to " +
           "false before the query's first batch (Spark records it in the offset log), or use " +
           "Spark's RocksDBStateStoreProvider for this query.")
     }

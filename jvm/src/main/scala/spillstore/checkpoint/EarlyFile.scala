@@ -2,7 +2,7 @@ package spillstore.checkpoint
 
 import java.util.concurrent.{CompletableFuture, ExecutionException, LinkedBlockingQueue, ThreadPoolExecutor,
   TimeUnit}
-import java.util.concurrent.atomic.{AtomicBoolean, AtomicInteger}
+import java.util.concurrent.atomic.{AtomicBoolean, AtomicInteger, AtomicReference}
 
 import scala.util.control.NonFatal
 
@@ -20,31 +20,42 @@ import spillstore.checkpoint.StateFile.Kind
  *
  * | state    | owner                                       | moves to                         |
  * |----------|---------------------------------------------|----------------------------------|
+ * | queued   | nobody: behind other stores' opens          | opening (a pool thread), skipped |
  * | opening  | a thread of the JVM's pool (runs `open`)    | ready, or failed                 |
  * | ready    | nobody until claimed                        | claimed                          |
+ * | skipped  | nobody: never opened                        | -                                |
  * | claimed  | the one caller whose `take` or `drop` won   | -                                |
  *
- * Exactly one `take` or `drop` claims the file; a claim of a file still opening waits for it
- * (`take`) or leaves its discard to the pool thread (`drop`).
+ * Exactly one `take` or `drop` claims the file. A claim of a file still queued skips it: the
+ * pool (a few threads for the JVM's stores) may be busy with other stores' opens on slow
+ * storage, and a commit must not wait behind them; its writer opens the file itself. A claim
+ * of a file being opened waits for it (`take`) or leaves its discard to the pool thread (`drop`).
  */
 private[checkpoint] final class EarlyFile(val kind: Kind, val version: Long,
     open: () => EarlyFile.Opened) extends Logging {
   private val claimed = new AtomicBoolean
-  private val opened: CompletableFuture[EarlyFile.Opened] =
-    CompletableFuture.supplyAsync(() => open(), EarlyFile.pool)
+  /** Whether a pool thread has started opening it (true), or a claim skipped it (false). */
+  private val started = new AtomicReference[java.lang.Boolean]
+  // null once skipped: never opened
+  private val opened: CompletableFuture[EarlyFile.Opened] = CompletableFuture.supplyAsync(
+    () => if (started.compareAndSet(null, true)) open() else null, EarlyFile.pool)
+
+  /** Skips the file if no pool thread has started opening it; whether it did. */
+  private def skipIfQueued(): Boolean = started.compareAndSet(null, false)
 
   /**
-   * The opened file, to write and publish or discard; None if opening it failed (the caller
-   * opens it again, which fails with its own error if the cause persists). Waits while it
-   * opens; an interrupt leaves the file to be discarded once opened.
+   * The opened file, to write and publish or discard; None if it was still queued or opening it
+   * failed (the caller opens it itself, which fails with its own error if the cause persists).
+   * Waits while a pool thread opens it; an interrupt leaves the file to be discarded once opened.
    */
   def take(): Option[EarlyFile.Opened] = {
     if (!claimed.compareAndSet(false, true)) {
       throw new IllegalStateException(s"$this is taken or dropped already")
     }
+    if (skipIfQueued()) return None
     try Some(opened.get()) catch {
       case e: ExecutionException =>
-        logDebug(s"Opening $this early failed; opening it again", e.getCause)
+        logWarning(s"Opening $this early failed; the commit opens it again: ${e.getCause}")
         None
       case e: InterruptedException =>
         discardWhenOpened()
@@ -52,8 +63,9 @@ private[checkpoint] final class EarlyFile(val kind: Kind, val version: Long,
     }
   }
 
-  /** Discards the file (once it is open); a no-op once taken or dropped. */
-  def drop(): Unit = if (claimed.compareAndSet(false, true)) discardWhenOpened()
+  /** Discards the file (once it is open), or skips it if still queued; a no-op once taken or
+   *  dropped. */
+  def drop(): Unit = if (claimed.compareAndSet(false, true) && !skipIfQueued()) discardWhenOpened()
 
   private def discardWhenOpened(): Unit = opened.whenComplete { (o: EarlyFile.Opened, _: Throwable) =>
     if (o != null) {

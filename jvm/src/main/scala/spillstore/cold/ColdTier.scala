@@ -88,7 +88,8 @@ object ColdTier extends Logging {
    * rewrote all of it, a cost that grew with the tier and took a fifth of a one-core
    * executor's CPU at 6M keys a store; size-tiered merges runs of similar size, so a key is
    * rewritten a few times in all. A cold read probes each run's in-memory filter, and with 8
-   * runs a run reads its block only when the filter says so (docs/benchmarks.md, section 6).
+   * runs a run reads its block only when the filter says so (the cold-read bench,
+   * `ColdReadBench`, measures that cost).
    */
   private val L0CompactionTrigger = 8
 

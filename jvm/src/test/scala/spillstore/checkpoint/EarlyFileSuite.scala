@@ -23,16 +23,40 @@ class EarlyFileSuite extends AnyFunSuite {
     def discard(): Unit = discarded.incrementAndGet()
   }
 
-  /** An early file whose opening waits for `gate`, and the output it opens. */
-  private def gated(gate: CountDownLatch, fail: Boolean = false): (EarlyFile, Recorded) = {
+  /**
+   * An early file whose opening waits for `gate`, and the output it opens; returns once a
+   * pool thread has started opening it, unless `queued` (then it may not have started).
+   */
+  private def gated(gate: CountDownLatch, fail: Boolean = false, queued: Boolean = false,
+      opens: AtomicInteger = new AtomicInteger): (EarlyFile, Recorded) = {
     val out = new Recorded
+    val started = new CountDownLatch(1)
     val early = new EarlyFile(StateFile.Journal, 7, () => {
+      opens.incrementAndGet()
+      started.countDown()
       assert(gate.await(30, TimeUnit.SECONDS))
       if (fail) throw new IOException("storage refused the create")
       EarlyFile.Opened(out, new StateFile.Writer(out, StateFile.Journal, 7,
         SpillStoreSparkBridge.compressionCodec("lz4")))
     })
+    if (!queued) assert(started.await(30, TimeUnit.SECONDS))
     (early, out)
+  }
+
+  test("a file still queued behind other stores' opens is skipped by take and drop: the " +
+    "writer opens it itself, never waiting for the pool, and the queued open never runs") {
+    // The pool's four threads busy opening other stores' files on a slow storage.
+    val gate = new CountDownLatch(1)
+    val busy = (1 to 4).map(_ => gated(gate)._1)
+    val opens = new AtomicInteger
+    val (taken, _) = gated(gate, queued = true, opens = opens)
+    val (dropped, droppedOut) = gated(gate, queued = true, opens = opens)
+    assert(taken.take().isEmpty, "a take of a queued file must not wait for the pool")
+    dropped.drop()
+    gate.countDown()
+    busy.foreach(_.drop())
+    Thread.sleep(200) // the pool runs what was queued: nothing of the skipped files
+    assert(opens.get === 0 && droppedOut.discarded.get === 0)
   }
 
   test("take waits for the file to open and returns it; a later drop or take does not discard it") {

@@ -70,6 +70,23 @@ class OwnershipSuite extends AnyFunSuite {
     }
   }
 
+  test("a read store then a write store opened by one task share its lease, as 3.5 and 4.0's " +
+    "aggregation opens them (Spark's 'two concurrent StateStores' test opens them outside a task)") {
+    withProvider() { (p, dir) =>
+      TestTasks.run(1) { _ => val s = p.getStore(0); s.put(key(1), value(1)); s.commit() }
+      TestTasks.run(2) { _ =>
+        val r = p.getReadStore(1)
+        assert(r.get(key(1)).getLong(0) === 1)
+        val w = p.getStore(1)
+        w.put(key(2), value(2))
+        assert(r.get(key(2)).getLong(0) === 2, "the read store sees the task's batch")
+        assert(w.commit() === 2)
+        r.abort() // 3.5 and 4.0 abort read stores at task end
+      }
+      assert(readAll(dir, 2) === Map(1L -> 1L, 2L -> 2L))
+    }
+  }
+
   test("a read store opened by the writing task itself joins its batch instead of aborting it") {
     withProvider() { (p, dir) =>
       TestTasks.run(1) { _ =>

@@ -98,8 +98,10 @@ object SpillStoreConformanceSuite {
       "asserts HDFSBackedStateStoreProvider's file name (1.delta) and its error message",
     "two concurrent StateStores - one for read-only and one for read-write" ->
       ("opens a read store and a write store of one provider outside any task; spillstore " +
-        "shares the live state between them only within one task attempt (as 3.5's aggregation " +
-        "opens them, covered end to end), and outside a task the newer store takes over")
+        "shares the live state between them only within one task attempt, and outside a task the " +
+        "newer store takes over. What the test checks, in one task as 3.5's aggregation opens " +
+        "them: OwnershipSuite's 'a read store then a write store opened by one task...', and " +
+        "every aggregation of this line's end-to-end tests")
   )
 
   /** Why Spark's memory test cannot apply when every entry spills. */

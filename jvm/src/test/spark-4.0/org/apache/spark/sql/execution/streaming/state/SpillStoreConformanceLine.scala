@@ -9,6 +9,8 @@ trait SpillStoreConformanceLine extends StateStoreSuiteBase[SpillStoreProvider] 
   def spillstoreExclusions: Seq[(String, String)] = SpillStoreConformanceExclusions.common :+ (
     "two concurrent StateStores - one for read-only and one for read-write" ->
       ("opens a read store and a write store of one provider outside any task; spillstore " +
-        "shares the live state between them only within one task attempt (as 4.0's aggregation " +
-        "opens them, covered end to end), and outside a task the newer store takes over"))
+        "shares the live state between them only within one task attempt, and outside a task the " +
+        "newer store takes over. What the test checks, in one task as 4.0's aggregation opens " +
+        "them: OwnershipSuite's 'a read store then a write store opened by one task...', and " +
+        "every aggregation of this line's end-to-end tests"))
 }
