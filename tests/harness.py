@@ -14,6 +14,7 @@ JVM; such a script puts this directory on ``sys.path`` before importing it.
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 import decimal
 import json
@@ -447,6 +448,28 @@ def unload_state_stores(spark: Any) -> None:
     (the strictest of the loaded stores' apply), so a test that ran with a small budget unloads
     its stores before queries that expect the default one."""
     spark._jvm.org.apache.spark.sql.execution.streaming.state.StateStore.stop()
+
+
+@contextlib.contextmanager
+def fresh_maintenance(spark: Any, confs: Mapping[str, str]) -> Iterator[None]:
+    """Runs the block on spillstore with ``confs`` set in ``spark``'s session, then puts the
+    session's values back. Spark's maintenance task keeps the interval of the query that
+    started it, so the loaded stores are unloaded (which stops it) before the block, for its
+    query to start it at its own interval, and after it."""
+    keys = [PROVIDER_CONF, *confs]
+    previous = {k: spark.conf.get(k, None) for k in keys}
+    unload_state_stores(spark)
+    try:
+        for key, value in {PROVIDER_CONF: SPILLSTORE, **confs}.items():
+            spark.conf.set(key, value)
+        yield
+    finally:
+        unload_state_stores(spark)
+        for key, value in previous.items():
+            if value is None:
+                spark.conf.unset(key)
+            else:
+                spark.conf.set(key, value)
 
 
 def run_query(

@@ -37,12 +37,6 @@ def test_damaged_journal_met_by_maintenance_leaves_the_query_running_exactly(
         spark: Any, tmp_path: Path) -> None:
     input_dir, checkpoint = tmp_path / "input", tmp_path / "checkpoint"
     input_dir.mkdir()
-    previous = {k: spark.conf.get(k, None) for k in [harness.PROVIDER_CONF, *CONFS]}
-    # Spark's maintenance task keeps the interval of the query that started it: stop it (with
-    # the loaded stores) so that this query starts it at its own interval.
-    harness.unload_state_stores(spark)
-    for key, value in {harness.PROVIDER_CONF: harness.SPILLSTORE, **CONFS}.items():
-        spark.conf.set(key, value)
     name = f"maintenance_faults_{tmp_path.name}"
 
     def run_batch(batch: int) -> None:
@@ -51,7 +45,7 @@ def test_damaged_journal_met_by_maintenance_leaves_the_query_running_exactly(
         staged.rename(input_dir / staged.name)  # the source never sees half a file
         query.processAllAvailable()
 
-    try:
+    with harness.fresh_maintenance(spark, CONFS):
         query = (
             spark.readStream.schema("key STRING").json(str(input_dir))
             .groupBy("key").count()
@@ -84,13 +78,6 @@ def test_damaged_journal_met_by_maintenance_leaves_the_query_running_exactly(
         finally:
             query.stop()
         assert query.exception() is None, query.exception()
-    finally:
-        harness.unload_state_stores(spark)
-        for key, value in previous.items():
-            if value is None:
-                spark.conf.unset(key)
-            else:
-                spark.conf.set(key, value)
 
     assert loaded == [True] * PARTITIONS, f"providers unloaded after the maintenance failure: {loaded}"
     expected: dict[str, int] = {}

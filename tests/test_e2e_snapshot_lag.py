@@ -41,13 +41,7 @@ def _await_snapshots(checkpoint: Path, version: int) -> None:
 def test_progress_shows_each_stores_last_snapshot(spark: Any, tmp_path: Path) -> None:
     input_dir, checkpoint = tmp_path / "input", tmp_path / "checkpoint"
     input_dir.mkdir()
-    previous = {k: spark.conf.get(k, None) for k in [harness.PROVIDER_CONF, *CONFS]}
-    # Spark's maintenance task keeps the interval of the query that started it: stop it (with
-    # the loaded stores) so that this query starts it at its own interval.
-    harness.unload_state_stores(spark)
-    for key, value in {harness.PROVIDER_CONF: harness.SPILLSTORE, **CONFS}.items():
-        spark.conf.set(key, value)
-    try:
+    with harness.fresh_maintenance(spark, CONFS):
         query = (
             spark.readStream.schema("key STRING").json(str(input_dir))
             .groupBy("key").count()
@@ -67,13 +61,6 @@ def test_progress_shows_each_stores_last_snapshot(spark: Any, tmp_path: Path) ->
         finally:
             query.stop()
         assert query.exception() is None, query.exception()
-    finally:
-        harness.unload_state_stores(spark)
-        for key, value in previous.items():
-            if value is None:
-                spark.conf.unset(key)
-            else:
-                spark.conf.set(key, value)
 
     assert [p["batchId"] for p in progress] == list(range(BATCHES))
     for p in progress:

@@ -216,85 +216,76 @@ class TieredStateSuite extends AnyFunSuite with BeforeAndAfterAll {
     } finally s.close()
   }
 
-  test("a store that honours a shrink request as it lets go tells the memory manager, whose " +
-    "total at rest is then what the stores hold") {
-    // The real manager; the request comes from a relief round on another thread at the worst
-    // moment: after the owner's last report (inside its release), before the lease ends.
+  /**
+   * The real manager's budget, which, once `armed`, answers the owner's next report and then
+   * halves the budget in force from another thread, as a relief round would: the request
+   * reaches the owner at the worst moment, after its last report (inside its release), before
+   * its lease ends.
+   */
+  private class RacingBudget(manager: MemoryManager) extends Budget {
+    @volatile var armed = false
+    def report(owner: Spillable): Eviction = {
+      val e = manager.report(owner)
+      if (armed) {
+        armed = false
+        val relief = new Thread(() => manager.configure(MemoryConf(
+          budgetBytes = Some(owner.heapBytes / 2), pressureMonitor = false)))
+        relief.start()
+        relief.join()
+      }
+      e
+    }
+    override def shrank(owner: Spillable): Unit = manager.shrank(owner)
+  }
+
+  /**
+   * 5000 committed entries under the real manager, then the owner's release with a relief round
+   * racing it ([[RacingBudget]]); `check` gets the state, the manager, what the release returned
+   * and the state's heap bytes before it.
+   */
+  private def releasedWhileRacing(name: String, localDir: File)(
+      check: (TieredState, MemoryManager, Boolean, Long) => Unit): Unit = {
     val manager = new MemoryManager(MemoryConf(budgetBytes = Some(64L << 20),
       pressureMonitor = false), relief = r => r.run())
-    var smallerBudget = 0L
-    var racing = false
-    val s = new TieredState("tells", None, () => coldRoot, new Budget {
-      def report(owner: Spillable): Eviction = {
-        val e = manager.report(owner)
-        if (racing) {
-          racing = false
-          val relief = new Thread(() => manager.configure(MemoryConf(
-            budgetBytes = Some(smallerBudget), pressureMonitor = false)))
-          relief.start()
-          relief.join()
-        }
-        e
-      }
-      override def shrank(owner: Spillable): Unit = manager.shrank(owner)
-    })
+    val racing = new RacingBudget(manager)
+    val s = new TieredState(name, None, () => localDir, racing)
     manager.register(s)
     try {
       val lease = s.acquire("owner", -1)
       (1L to 5000L).foreach(i => s.put(key(i), bytes(i)))
       s.commitBatch()
-      smallerBudget = s.heapBytes / 2
-      racing = true
-      s.release(lease, "test")
-      assert(s.heapBytes <= smallerBudget, "the request made during the release was not honoured")
-      assert(manager.totalHeapBytes === s.heapBytes,
-        "the manager still counts the size the store had before it honoured the request")
+      val before = s.heapBytes
+      racing.armed = true
+      val released = s.release(lease, "committed")
+      assert(!racing.armed, "no relief round raced the release")
+      check(s, manager, released, before)
     } finally {
       s.close()
       manager.close()
     }
   }
 
+  test("a store that honours a shrink request as it lets go tells the memory manager, whose " +
+    "total at rest is then what the stores hold") {
+    releasedWhileRacing("tells", coldRoot) { (s, manager, _, before) =>
+      assert(s.heapBytes <= before / 2, "the request made during the release was not honoured")
+      assert(manager.totalHeapBytes === s.heapBytes,
+        "the manager still counts the size the store had before it honoured the request")
+    }
+  }
+
   test("a shrink request that arrives as the owner lets go, with the local dir unusable, fails " +
     "no release: the owner's batch has ended, the round retries, and every entry is still there") {
-    // The request comes at the worst moment (after the owner's last report, before its lease
-    // ends), so the owner honours it after the unlock, where the eviction meets the local dir.
-    val manager = new MemoryManager(MemoryConf(budgetBytes = Some(64L << 20),
-      pressureMonitor = false), relief = r => r.run())
+    // The owner honours the request after the unlock, where the eviction meets the local dir.
     val notADir = Files.createTempFile("not-a-dir", ".file").toFile
-    var racing = false
-    val s = new TieredState("unusable", None, () => notADir, new Budget {
-      def report(owner: Spillable): Eviction = {
-        val e = manager.report(owner)
-        if (racing) {
-          racing = false
-          val relief = new Thread(() => manager.configure(MemoryConf(
-            budgetBytes = Some(owner.heapBytes / 2), pressureMonitor = false)))
-          relief.start()
-          relief.join()
-        }
-        e
-      }
-      override def shrank(owner: Spillable): Unit = manager.shrank(owner)
-    })
-    manager.register(s)
-    try {
-      val lease = s.acquire("owner", -1)
-      (1L to 5000L).foreach(i => s.put(key(i), bytes(i)))
-      s.commitBatch()
-      racing = true
-      assert(s.release(lease, "committed"), "the release did not end the lease")
-      assert(!racing, "no relief round raced the release")
+    try releasedWhileRacing("unusable", notADir) { (s, manager, released, _) =>
+      assert(released, "the release did not end the lease")
       assert(s.coldKeyCount === 0, "the eviction cannot have reached a cold tier")
       assert(manager.totalHeapBytes === s.heapBytes)
       val reader = s.acquire("reader", -1)
       assert(contents(s) === (1L to 5000L).map(i => i -> i).toMap)
       s.release(reader, "read")
-    } finally {
-      s.close()
-      manager.close()
-      notADir.delete()
-    }
+    } finally notADir.delete()
   }
 
   test("a doomed state whose freeing fails part-way is freed for the budget all the same") {
