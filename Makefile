@@ -14,7 +14,6 @@ OTHER_LINES := 3.5 4.0 4.1 4.2
 scala_of = $(if $(filter 3.5,$(1)),2.12,2.13)
 jar_of = spillstore-spark$(1)_$(call scala_of,$(1)).jar
 JARS := $(foreach l,$(LINES),target/$(call jar_of,$(l)))
-PKG_JARS := $(foreach l,$(LINES),python/spillstore/jars/$(call jar_of,$(l)))
 SCALA_SRC := $(shell find jvm/src/main -name '*.scala' 2>/dev/null) build.sbt project/SparkLine.scala
 # sbt projects per line (build.sbt): the default line is `spillstore`.
 sbt_of = $(if $(filter 4.3,$(1)),spillstore,spark$(subst .,,$(1)))

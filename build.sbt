@@ -232,7 +232,6 @@ lazy val spillstore = (project in file("jvm"))
     },
     libraryDependencies ++= Seq(
       "org.scalatest" %% "scalatest" % "3.2.19" % Test,
-      "org.scalatestplus" %% "scalacheck-1-18" % "3.2.19.0" % Test,
       ("org.apache.spark" %% "spark-core" % sparkTestJarsVersion % Test classifier "tests").intransitive(),
       ("org.apache.spark" %% "spark-catalyst" % sparkTestJarsVersion % Test classifier "tests").intransitive(),
       ("org.apache.spark" %% "spark-sql" % sparkTestJarsVersion % Test classifier "tests").intransitive()

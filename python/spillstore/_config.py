@@ -187,10 +187,6 @@ def _spark_line() -> tuple[SparkLine, str]:
     return line, installed
 
 
-def _check_spark_version() -> None:
-    _spark_line()
-
-
 def _same_jar(entry: str, jar: str) -> bool:
     path = re.sub(r"^file:(//)?", "", entry.strip())
     return path == jar or os.path.realpath(path) == os.path.realpath(jar)
@@ -275,7 +271,7 @@ def configure(builder_or_conf: T, /, **options: bool | int | float | str) -> T:
     """
     from pyspark import SparkConf
 
-    _check_spark_version()
+    _spark_line()  # refuses an unsupported pyspark before anything is set
     settings = {option_key(name): _render(name, value) for name, value in options.items()}
     jar = jar_path()
 

@@ -23,10 +23,11 @@ class PipelinedPythonSuite extends AnyFunSuite {
       .set("spark.ui.enabled", "false").set("spark.python.udf.pipelined.enabled", "true"))
     val root = Files.createTempDirectory("spillstore-pipelined").toFile
     try {
-      val (counts, expected) =
-        TwoThreadWorkload.run(root, open, attempt => body => TestTasks.run(attempt)(body))
-      assert(counts.size === expected.size)
-      assert(counts === expected)
+      val r = TwoThreadWorkload.run(root, open, attempt => body => TestTasks.run(attempt)(body))
+      assert(r.evictions > 0 && r.coldLoads > 0, "the race's preconditions did not happen: " +
+        s"${r.evictions} evictions, ${r.coldLoads} cold loads")
+      assert(r.counts.size === r.expected.size)
+      assert(r.counts === r.expected)
     } finally {
       FileUtils.deleteQuietly(root)
       sc.stop()

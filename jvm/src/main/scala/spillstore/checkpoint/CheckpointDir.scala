@@ -127,7 +127,8 @@ final class CheckpointDir(
     val byKind = names.flatMap(CheckpointDir.parse)
     val listing = CheckpointDir.Listing(
       journals = byKind.collect { case (StateFile.Journal, v) => v }.toSet,
-      snapshots = byKind.collect { case (StateFile.Snapshot, v) => v }.toSet)
+      snapshots = byKind.collect { case (StateFile.Snapshot, v) => v }.toSet,
+      temps = names.flatMap(n => CheckpointDir.parseTemp(n).map(n -> _)).toMap)
     val foreign = names.flatMap(n => ForeignFiles.ofName(n).map(new Path(path, n) -> _))
     if (foreign.nonEmpty) {
       // Then the `.snapshot` files are likely the other provider's too: a request each, only
@@ -180,6 +181,9 @@ final class CheckpointDir(
   }
 
   def delete(kind: Kind, version: Long): Unit = fm.delete(file(kind, version))
+
+  /** Deletes a temp file `list` found (see [[CheckpointDir.Listing.temps]]). */
+  def deleteTemp(name: String): Unit = fm.delete(new Path(path, name))
 
   private val repaired = new AtomicLong
 
@@ -271,7 +275,12 @@ object CheckpointDir {
    * visible under its name (a close and a rename, or the end of an upload). */
   final case class Written(bytes: Long, records: Long, publishNanos: Long)
 
-  final case class Listing(journals: Set[Long], snapshots: Set[Long]) {
+  /**
+   * spillstore's files by version, and `temps`: the temp files of writes not published (by
+   * name: their version), which a killed writer leaves behind.
+   */
+  final case class Listing(journals: Set[Long], snapshots: Set[Long],
+      temps: Map[String, Long] = Map.empty) {
     def latestVersion: Long = (journals ++ snapshots).reduceOption(_ max _).getOrElse(0L)
     def latestSnapshotAtOrBelow(v: Long): Long = snapshots.filter(_ <= v).reduceOption(_ max _).getOrElse(0L)
     /** The first version in (from, to] with no journal, if any. */
@@ -280,6 +289,13 @@ object CheckpointDir {
   }
 
   private val Name = """(\d+)\.(journal|snapshot)""".r
+  /** What [[AtomicOutput]] writes before it publishes: `.<name>.<uuid>.tmp`. */
+  private val TempName = """\.(\d+)\.(?:journal|snapshot)\.[0-9a-fA-F-]{36}\.tmp""".r
+
+  private def parseTemp(name: String): Option[Long] = name match {
+    case TempName(v) => Some(v.toLong)
+    case _ => None
+  }
 
   private def parse(name: String): Option[(Kind, Long)] = name match {
     case Name(v, "journal") => Some((StateFile.Journal, v.toLong))

@@ -426,7 +426,16 @@ final class MemoryManager(
           s.trySpill(c.shareBytes, c.shareEntries)
         } catch {
           case NonFatal(e) =>
-            logWarning(s"Spilling ${c.shareBytes} bytes from $s failed; the next round retries", e)
+            // Rounds come often while over budget: one WARN with the trace per spillable and
+            // minute, the rest at DEBUG.
+            val now = clock()
+            if (now - a.lastFailureLogged >= FailureLogEveryNanos || a.lastFailureLogged == 0L) {
+              a.lastFailureLogged = now
+              logWarning(s"Spilling ${c.shareBytes} bytes from $s failed; the next round " +
+                "retries (further failures of it within a minute are logged at DEBUG)", e)
+            } else {
+              logDebug(s"Spilling ${c.shareBytes} bytes from $s failed again: $e")
+            }
             -1L
         }
       sync(a)
@@ -440,6 +449,9 @@ final class MemoryManager(
 object MemoryManager {
   /** A relief round evicts down to this fraction of each limit it found exceeded. */
   val LowWaterRatio = 0.9
+
+  /** How often a spillable's failing spills are logged at WARN. */
+  private val FailureLogEveryNanos = 60L * 1000 * 1000 * 1000
 
   /** The part of the budget all spillables' fixed bytes (cold-key filters) may take together. */
   val FixedShare = 0.125
@@ -513,6 +525,8 @@ object MemoryManager {
     val fixed = new AtomicLong
     /** A round's trySpill on it is running: other rounds leave it alone. */
     @volatile var spilling = false
+    /** `clock` when a failed spill of it was last logged at WARN; 0 before the first. */
+    @volatile var lastFailureLogged = 0L
     @volatile var closed = false
   }
 

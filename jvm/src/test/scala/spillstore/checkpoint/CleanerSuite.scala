@@ -81,6 +81,21 @@ class CleanerSuite extends AnyFunSuite {
     assert(cleaned > 10, "too few seeds had files to delete")
   }
 
+  test("temp files of writes never published go once their version is below the one kept " +
+    "from; newer ones, which a writer may still publish, stay") {
+    withDirs("cleaner") { (dir, _) =>
+      (1L to 10L).foreach(write(dir, StateFile.Journal, _))
+      Seq(5L, 8L).foreach(write(dir, StateFile.Snapshot, _))
+      val uuid = "0c8d2f9e-4b1a-4e52-9f1e-6f2d3c4b5a69"
+      val names = Seq(s".3.journal.$uuid.tmp", s".7.snapshot.$uuid.tmp", s".9.journal.$uuid.tmp",
+        s".11.journal.$uuid.tmp")
+      names.foreach(n => Files.write(new File(storeDir(dir), n).toPath, Array[Byte](1)))
+      assert(new Cleaner(dir).cleanup(2) === 7 + 1 + 2, "journals 1-7, snapshot 5, two temps")
+      assert(names.filter(n => new File(storeDir(dir), n).exists()) ===
+        Seq(s".9.journal.$uuid.tmp", s".11.journal.$uuid.tmp"))
+    }
+  }
+
   test("a snapshot at the horizon is kept from; one just above it is not") {
     for ((snapshot, keepFrom) <- Seq(7L -> 7L, 8L -> 4L)) withDirs("cleaner") { (dir, _) =>
       (1L to 10L).foreach(write(dir, StateFile.Journal, _))

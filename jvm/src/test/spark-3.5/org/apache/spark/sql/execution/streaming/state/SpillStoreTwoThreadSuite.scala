@@ -24,9 +24,11 @@ class SpillStoreTwoThreadSuite extends AnyFunSuite {
   test("reads on the writer thread while the task thread writes: every count exact") {
     val root = Files.createTempDirectory("spillstore-two-threads").toFile
     try {
-      val (counts, expected) = TwoThreadWorkload.run(root, open, asTask)
-      assert(counts.size === expected.size)
-      assert(counts === expected)
+      val r = TwoThreadWorkload.run(root, open, asTask)
+      assert(r.evictions > 0 && r.coldLoads > 0, "the race's preconditions did not happen: " +
+        s"${r.evictions} evictions, ${r.coldLoads} cold loads")
+      assert(r.counts.size === r.expected.size)
+      assert(r.counts === r.expected)
     } finally FileUtils.deleteQuietly(root)
   }
 
