@@ -57,6 +57,13 @@ object ColdMemory extends Logging {
     }
   }
 
+  /** A pair of its own, for a test that must not depend on what earlier tests did to the
+   *  JVM's (never closed, as the JVM's). */
+  private[spillstore] def separate(bytes: Long): Shared = {
+    RocksDBLibrary.load()
+    new Shared(bytes)
+  }
+
   /** The pair every cold tier opened now shares (created on first use). */
   def shared: Shared = synchronized {
     if (inUse == null) {
@@ -69,7 +76,7 @@ object ColdMemory extends Logging {
   }
 
   /** Without a provider's conf (tests, tools): 64 MB. */
-  private val DefaultBytes: Long = 64L << 20
+  private[spillstore] val DefaultBytes: Long = 64L << 20
 
   /**
    * The default bound for a heap budget: half of it, within [16 MB, 1 GB], so that the

@@ -18,11 +18,13 @@ import org.apache.spark.internal.Logging
  * directory is deleted on close or reload.
  *
  * Not thread-safe beyond what RocksDB itself guarantees: the owning provider serializes use.
+ * `memory` is the JVM's shared cache and write-buffer budget; tests may give tiers their own.
  */
-class ColdTier private[spillstore] (val dir: File) extends AutoCloseable with Logging {
+class ColdTier private[spillstore] (val dir: File, memory: ColdMemory.Shared = ColdMemory.shared)
+  extends AutoCloseable with Logging {
   import ColdTier._
 
-  private val rocks = Rocks.open(dir)
+  private val rocks = Rocks.open(dir, memory)
   private val db = rocks.db
 
   def get(key: Array[Byte]): Array[Byte] = db.get(rocks.readOptions, key)
@@ -105,11 +107,10 @@ object ColdTier extends Logging {
   }
 
   private object Rocks {
-    def open(dir: File): Rocks = {
+    def open(dir: File, memory: ColdMemory.Shared): Rocks = {
       val made = ArrayBuffer.empty[AutoCloseable] // in the order closing them needs
       def own[T <: AutoCloseable](r: T): T = { r +=: made; r }
       try {
-        val memory = ColdMemory.shared
         val filter = own(new BloomFilter(10.0, false))
         // Index and filter blocks stay outside the cache (about 1.5 bytes a key): cached, they
         // competed with data blocks for a bound sized for the heap budget and slowed cold reads.

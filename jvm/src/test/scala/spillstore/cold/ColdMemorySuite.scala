@@ -1,5 +1,6 @@
 package spillstore.cold
 
+import java.io.File
 import java.nio.file.Files
 
 import scala.collection.mutable.ArrayBuffer
@@ -17,16 +18,34 @@ class ColdMemorySuite extends AnyFunSuite {
   }
 
   test("memtables of many cold tiers written together stay within twice the shared share") {
+    memtablesWithinTwiceTheShare(ColdMemory.DefaultBytes)
+  }
+
+  // Found 2026-11-28: at the bound an executor with a 3 GB heap gets by default (half its
+  // 0.15 budget), 39 tiers held 309-341 MB of active memtables (no immutable one left to
+  // flush) against a 242 MB limit, alone and in the full suite. The default-sized run above
+  // passes. Kept, ignored, until the write-buffer manager's behaviour there is understood.
+  ignore("memtables of many cold tiers stay within twice the share at a 240 MB bound too") {
+    memtablesWithinTwiceTheShare(240L << 20)
+  }
+
+  /**
+   * Many cold tiers sharing a pair of `bytes` (of this test's own: the JVM's shared pair has
+   * whatever size the first provider in the JVM asked for, and carries what earlier suites'
+   * tiers left in it), written round-robin: their memtables stay within twice the write-buffer
+   * share.
+   */
+  private def memtablesWithinTwiceTheShare(bytes: Long): Unit = {
     val root = Files.createTempDirectory("spillstore-coldmemory").toFile
     val tiers = ArrayBuffer.empty[ColdTier]
+    val memory = ColdMemory.separate(bytes)
     try {
-      val memory = ColdMemory.shared
       val share = memory.bytes / 2
       // Each tier gets less than one memtable's worth, so no tier flushes on its own account:
       // only the shared write-buffer manager keeps the total near the share.
       val perTier = memory.memtableBytes * 3 / 4
       val count = (4 * share / perTier).toInt + 1
-      (0 until count).foreach(t => tiers += ColdTier.create(root, s"t$t"))
+      (0 until count).foreach(t => tiers += new ColdTier(new File(root, s"t$t"), memory))
       val value = new Array[Byte](1000)
       var written = 0L
       var k = 0
@@ -58,6 +77,8 @@ class ColdMemorySuite extends AnyFunSuite {
         s"immutable ones still to flush); the shared share is $share")
     } finally {
       tiers.foreach(_.close())
+      memory.writeBuffers.close()
+      memory.cache.close()
       FileUtils.deleteQuietly(root)
     }
   }
