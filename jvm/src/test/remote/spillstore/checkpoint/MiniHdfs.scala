@@ -52,9 +52,18 @@ final class MiniHdfs private (base: File, cluster: MiniDFSCluster, hadoopLogLeve
     try body finally cluster.restartNameNode(0) // same port; waits for the datanode and safe mode
   }
 
+  /**
+   * On the same ports, so the namenode's view of it stays valid; if another process took one
+   * of them while it was down (a busy machine opens ephemeral ports all the time), on new ports:
+   * it registers again and the namenode hands out its new address.
+   */
   private def restartDataNode(): Unit = stoppedDataNode.foreach { dn =>
     stoppedDataNode = None
-    cluster.restartDataNode(dn, true) // same ports, so the namenode's view of it stays valid
+    try cluster.restartDataNode(dn, true) catch {
+      case e: Exception if Iterator.iterate[Throwable](e)(_.getCause).takeWhile(_ != null)
+          .exists(_.isInstanceOf[java.net.BindException]) =>
+        cluster.restartDataNode(dn, false)
+    }
     cluster.waitActive()
   }
 

@@ -44,19 +44,27 @@ object MiniHdfsMain {
       System.out.flush()
     }
     answer(s"hdfs ${hdfs.uri}")
-    Iterator.continually(in.readLine()).takeWhile(_ != null).map(_.trim).foreach {
-      case "datanode down" =>
-        hdfs.withDataNodeDown {
-          answer("datanode down")
-          Iterator.continually(in.readLine()).takeWhile(l => l != null && l.trim != "datanode up")
-            .foreach(l => answer(s"unexpected while the datanode is down: $l"))
-        }
-        answer("datanode up")
-      case "" =>
-      case other => answer(s"unknown command: $other")
+    // A command that fails ends the JVM (Hadoop's non-daemon threads would keep it alive after
+    // main), so that the test waiting for its answer reads the end of the stream, not nothing.
+    val status = try {
+      Iterator.continually(in.readLine()).takeWhile(_ != null).map(_.trim).foreach {
+        case "datanode down" =>
+          hdfs.withDataNodeDown {
+            answer("datanode down")
+            Iterator.continually(in.readLine()).takeWhile(l => l != null && l.trim != "datanode up")
+              .foreach(l => answer(s"unexpected while the datanode is down: $l"))
+          }
+          answer("datanode up")
+        case "" =>
+        case other => answer(s"unknown command: $other")
+      }
+      0
+    } catch {
+      case e: Throwable =>
+        e.printStackTrace()
+        1
     }
-    stop(hdfs)
-    System.exit(0) // Hadoop's non-daemon threads would keep the JVM alive after main
+    try stop(hdfs) finally System.exit(status)
   }
 }
 
