@@ -1,5 +1,6 @@
 package spillstore
 
+import java.util.concurrent.atomic.AtomicLong
 import java.util.concurrent.locks.ReentrantLock
 
 import scala.util.control.NonFatal
@@ -339,7 +340,7 @@ class SpillStoreProvider extends JarLine.Checked with SparkLineProvider with Log
   }
 
   /** Maintenance runs that failed since the last store was opened (see [[maintaining]]). */
-  private val maintenanceFailures = new java.util.concurrent.atomic.AtomicLong
+  private val maintenanceFailures = new AtomicLong
 
   /**
    * Runs one maintenance task, keeping its failure here: Spark answers an error that reaches
@@ -364,7 +365,7 @@ class SpillStoreProvider extends JarLine.Checked with SparkLineProvider with Log
    * storage took it, its answer was lost, the batch was aborted) and that its retry will
    * replace; snapshotted, it would outlive the retry's journal, since loads prefer snapshots.
    */
-  private val newestCommitted = new java.util.concurrent.atomic.AtomicLong(0L)
+  private val newestCommitted = new AtomicLong(0L)
 
   private def knownCommitted(version: Long): Unit =
     newestCommitted.accumulateAndGet(version, (a: Long, b: Long) => math.max(a, b))
