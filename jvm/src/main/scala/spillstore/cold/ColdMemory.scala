@@ -11,8 +11,11 @@ import org.apache.spark.internal.Logging
  * number, `bytes`, however many stores an executor loads, where each RocksDB had its own 8 MB
  * cache and two 16 MB memtables. RocksDB flushes memtables when the stores being written
  * together exceed the write-buffer share; a store that stops writing keeps what its memtables
- * hold (at most two of [[Shared.memtableBytes]]). Index and filter blocks are outside the bound
- * (see [[ColdTier]]).
+ * hold (at most two of [[Shared.memtableBytes]]). The share is a target, not a cap: RocksDB
+ * flushes only the store being written and skips it while its previous flush is still running,
+ * so while background flushes lag the writes (a busy machine) memtables pass the share, each
+ * store up to its two memtables. Index and filter blocks are outside the bound (see
+ * [[ColdTier]]).
  *
  * | state | owner | who may touch it |
  * |---|---|---|

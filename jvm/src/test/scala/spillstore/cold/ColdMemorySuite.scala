@@ -21,11 +21,7 @@ class ColdMemorySuite extends AnyFunSuite {
     memtablesWithinTwiceTheShare(ColdMemory.DefaultBytes)
   }
 
-  // Found 2026-11-28: at the bound an executor with a 3 GB heap gets by default (half its
-  // 0.15 budget), 39 tiers held 309-341 MB of active memtables (no immutable one left to
-  // flush) against a 242 MB limit, alone and in the full suite. The default-sized run above
-  // passes. Kept, ignored, until the write-buffer manager's behaviour there is understood.
-  ignore("memtables of many cold tiers stay within twice the share at a 240 MB bound too") {
+  test("memtables of many cold tiers stay within twice the share at a 240 MB bound too") {
     memtablesWithinTwiceTheShare(240L << 20)
   }
 
@@ -34,6 +30,12 @@ class ColdMemorySuite extends AnyFunSuite {
    * whatever size the first provider in the JVM asked for, and carries what earlier suites'
    * tiers left in it), written round-robin: their memtables stay within twice the write-buffer
    * share.
+   *
+   * RocksDB's write-buffer manager flushes only the store being written, and skips it while a
+   * flush of that store is still under way. On a busy machine (the other test lane) flushes
+   * lag and memtables pass the bound, which is why ColdMemory calls it a target, not a cap.
+   * So each write waits until the tier written has no flush left: what is checked is the
+   * manager's choice, not the speed of RocksDB's background threads.
    */
   private def memtablesWithinTwiceTheShare(bytes: Long): Unit = {
     val root = Files.createTempDirectory("spillstore-coldmemory").toFile
@@ -52,6 +54,7 @@ class ColdMemorySuite extends AnyFunSuite {
       // Round-robin, as the stores of an executor's tasks evict side by side.
       while (written < perTier) {
         tiers.foreach { tier =>
+          awaitFlushed(tier)
           val batch = ColdTier.newBatch()
           try {
             (0 until 64).foreach { i =>
@@ -64,22 +67,26 @@ class ColdMemorySuite extends AnyFunSuite {
         written += 64 * 1008
       }
       assert(count * perTier > 3 * share, "the tiers together write several times the share")
-      // Flushes run in the background: give them time to finish. The manager flushes the
-      // instance being written when the total is over the share, so the total stays within
-      // about twice the share (without it: the tiers' whole writes, over 3 times the share).
-      // A machine busy with other suites can hold RocksDB's flush threads back for a while.
-      val limit = 2 * share
-      val deadline = System.nanoTime() + 120L * 1000 * 1000 * 1000
-      def total = tiers.map(_.memtableBytes).sum
-      while (total > limit && System.nanoTime() < deadline) Thread.sleep(50)
-      def pending = tiers.map(_.property("rocksdb.num-immutable-mem-table")).sum
-      assert(total <= limit, s"memtables of $count tiers hold $total bytes ($pending " +
-        s"immutable ones still to flush); the shared share is $share")
+      // The manager flushes the instance being written when the total is over the share, so
+      // the total stays within about twice the share (without it: the tiers' whole writes,
+      // over 3 times the share).
+      tiers.foreach(awaitFlushed)
+      val total = tiers.map(_.memtableBytes).sum
+      assert(total <= 2 * share, s"memtables of $count tiers hold $total bytes; the shared " +
+        s"share is $share")
     } finally {
       tiers.foreach(_.close())
       memory.writeBuffers.close()
       memory.cache.close()
       FileUtils.deleteQuietly(root)
     }
+  }
+
+  /** Waits until `tier` has no immutable memtable left to flush. */
+  private def awaitFlushed(tier: ColdTier): Unit = {
+    val deadline = System.nanoTime() + 120L * 1000 * 1000 * 1000
+    def pending = tier.property("rocksdb.num-immutable-mem-table")
+    while (pending > 0 && System.nanoTime() < deadline) Thread.sleep(1)
+    assert(pending == 0, s"a flush of ${tier.dir} did not finish in 120 s")
   }
 }
