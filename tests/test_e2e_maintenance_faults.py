@@ -2,7 +2,9 @@
 maintenance thread. Spark answers an error that reaches that thread by unloading providers
 (3.5: every provider of the executor; 4.x: that one), so the next batch would have to reload
 the store from the checkpoint and meet the damaged journal. spillstore keeps the error: a WARN,
-``spillstoreMaintenanceFailures``, and the loaded stores go on from their live state."""
+``spillstoreMaintenanceFailures``, and the loaded stores go on from their live state. The next
+commit writes a snapshot of that state (``spillstoreSnapshotsRepaired``), so a restart of the
+query loads past the damaged journal."""
 
 from __future__ import annotations
 
@@ -45,14 +47,17 @@ def test_damaged_journal_met_by_maintenance_leaves_the_query_running_exactly(
         staged.rename(input_dir / staged.name)  # the source never sees half a file
         query.processAllAvailable()
 
-    with harness.fresh_maintenance(spark, CONFS):
-        query = (
+    def start() -> Any:
+        return (
             spark.readStream.schema("key STRING").json(str(input_dir))
             .groupBy("key").count()
             .writeStream.outputMode("complete").format("memory").queryName(name)
             .option("checkpointLocation", str(checkpoint))
             .start()
         )
+
+    with harness.fresh_maintenance(spark, CONFS):
+        query = start()
         try:
             for batch in range(2):
                 run_batch(batch)  # versions 1 and 2
@@ -74,6 +79,12 @@ def test_damaged_journal_met_by_maintenance_leaves_the_query_running_exactly(
             for batch in range(4, 6):
                 run_batch(batch)
             progress = [p for p in query.recentProgress if p["numInputRows"] > 0]
+        finally:
+            query.stop()
+        assert query.exception() is None, query.exception()
+        query = start()  # a new run loads every store from the checkpoint
+        try:
+            run_batch(6)
             result = {r["key"]: r["count"] for r in spark.table(name).collect()}
         finally:
             query.stop()
@@ -81,10 +92,13 @@ def test_damaged_journal_met_by_maintenance_leaves_the_query_running_exactly(
 
     assert loaded == [True] * PARTITIONS, f"providers unloaded after the maintenance failure: {loaded}"
     expected: dict[str, int] = {}
-    for batch in range(6):
+    for batch in range(7):
         for key in _batch_keys(batch):
             expected[key] = expected.get(key, 0) + 1
     assert result == expected
     assert not (checkpoint / "state" / "0" / "0" / "4.snapshot").exists()
+    assert (checkpoint / "state" / "0" / "0" / "5.snapshot").exists(), "the commit of 5 repairs"
+    metrics = [spillstore.state_metrics(p) for p in progress]
     failures = harness.metric_totals(progress, "spillstoreMaintenanceFailures")
-    assert failures is not None and failures > 0, [spillstore.state_metrics(p) for p in progress]
+    assert failures is not None and failures > 0, metrics
+    assert harness.metric_totals(progress, "spillstoreSnapshotsRepaired") == 1, metrics

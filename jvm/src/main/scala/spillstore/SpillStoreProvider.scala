@@ -14,7 +14,7 @@ import org.apache.spark.sql.execution.streaming.state._
 import org.apache.spark.sql.types.StructType
 
 import spillstore.SpillStateStore.CommitStats
-import spillstore.checkpoint.{ChangeFeed, CheckpointDir, Cleaner, Snapshotter, StateFile}
+import spillstore.checkpoint.{ChangeFeed, CheckpointDir, Cleaner, Snapshotter, SortedChanges, StateFile}
 import spillstore.cold.{ColdMemory, ColdTier}
 import spillstore.heap.PrefixIndex
 import spillstore.memory.MemoryManager
@@ -262,6 +262,7 @@ class SpillStoreProvider extends JarLine.Checked with SparkLineProvider with Log
       ExecutorStats.addCommit(written.bytes, written.records, nanos)
       slot.committed(newVersion)
       knownCommitted(newVersion)
+      repairPastDamagedJournal(newVersion)
       var stats: CommitStats = null
       // As the lease ends, after the evictions the commit made room for (they count in this
       // batch), while it still owns the state (RocksDB is read only by its user).
@@ -287,6 +288,40 @@ class SpillStoreProvider extends JarLine.Checked with SparkLineProvider with Log
       }
     }
     newVersion
+  }
+
+  /**
+   * The newest journal snapshot maintenance found damaged, -1 if none: every version from it
+   * on could no longer be loaded, though this provider holds a newer one exactly.
+   */
+  private val damagedJournal = new AtomicLong(-1L)
+
+  /**
+   * Under the lock, by the lease that just committed `version`, if a journal at or below it is
+   * damaged: writes `version`'s snapshot from the live state, so that loads of it and later
+   * versions (a restart, another executor) do without that journal. A failure loses nothing
+   * more and is retried by the next commit. It waits for a maintenance run at most a second:
+   * a long snapshot in flight would otherwise hold up the batch.
+   */
+  private def repairPastDamagedJournal(version: Long): Unit = {
+    val damaged = damagedJournal.get
+    if (damaged < 0 || !fileMaintenance.tryLock(1, java.util.concurrent.TimeUnit.SECONDS)) return
+    try {
+      val entries = live.iterator()
+      try snapshotter.snapshotFrom(version, entries.map(kv => kv.key -> kv.value))
+      finally entries.close()
+      damagedJournal.compareAndSet(damaged, -1L)
+      dir.countRepair()
+      logWarning(s"$storeId: journal $damaged is damaged; wrote the snapshot of version " +
+        s"$version from the live state, so that loading it or a later version needs no " +
+        "damaged journal")
+      if (conf.reportSnapshotUploads) {
+        SpillStoreSparkLine.reportSnapshotUploaded(storeId, hadoopConf, version)
+      }
+    } catch {
+      case NonFatal(e) => logWarning(s"$storeId: the repair snapshot of version $version past " +
+        s"damaged journal $damaged failed; the next commit retries it", e)
+    } finally fileMaintenance.unlock()
   }
 
   /**
@@ -377,7 +412,12 @@ class SpillStoreProvider extends JarLine.Checked with SparkLineProvider with Log
   private def snapshot(version: Option[Long]): Unit = withFileMaintenance {
     val done = version match {
       case Some(v) => snapshotter.snapshot(v, dir.list())
-      case None => snapshotter.snapshotIfDue(conf.minDeltasForSnapshot, newestCommitted.get)
+      case None =>
+        try snapshotter.snapshotIfDue(conf.minDeltasForSnapshot, newestCommitted.get) catch {
+          case e: SortedChanges.UnreadableJournal if StateFile.isDamage(e) =>
+            damagedJournal.accumulateAndGet(e.version, (a: Long, b: Long) => math.max(a, b))
+            throw e
+        }
     }
     if (conf.reportSnapshotUploads) {
       done.foreach(SpillStoreSparkLine.reportSnapshotUploaded(storeId, hadoopConf, _))

@@ -187,8 +187,14 @@ final class CheckpointDir(
 
   private val repaired = new AtomicLong
 
-  /** Corrupt snapshots rebuilt around (from an older base) since the last call. */
+  /**
+   * Repairs since the last call: corrupt snapshots rebuilt around (from an older base), and
+   * snapshots written from a live state past a damaged journal ([[countRepair]]).
+   */
   def takeRepairedSnapshots(): Long = repaired.getAndSet(0)
+
+  /** Counts a repair made outside this class (see [[takeRepairedSnapshots]]). */
+  def countRepair(): Unit = repaired.incrementAndGet()
 
   /**
    * Runs `use` on the newest base from which `version` can be rebuilt: a snapshot at or below it

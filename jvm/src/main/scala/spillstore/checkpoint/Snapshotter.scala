@@ -12,7 +12,8 @@ import spillstore.metrics.ExecutorStats
  * Writes full snapshots from checkpoint files alone: the newest earlier snapshot (sorted by key)
  * merged with the journals after it. It never reads the live heap, so it runs on a maintenance
  * thread without stopping or copying the task thread's state, and it sees spilled and heap
- * entries alike.
+ * entries alike. The one exception is a repair ([[snapshotFrom]]): past a damaged journal the
+ * files cannot make a snapshot, and the state a provider holds is the only copy left.
  *
  * Journals are sorted by key, so a snapshot is one streaming merge; memory and the run files
  * under `spillDir` (the executor's local dir) are bounded as [[SortedChanges]] describes.
@@ -55,6 +56,30 @@ final class Snapshotter(dir: CheckpointDir, spillDir: () => File,
     if (latest - base >= minDeltas) snapshot(latest, listing) else None
   }
 
+  /**
+   * Writes the snapshot of `version` from `entries`, its whole content (each key once, in any
+   * order): a provider's live state, when a journal it holds a version past is damaged.
+   */
+  def snapshotFrom(version: Long, entries: Iterator[(Array[Byte], Array[Byte])]): Unit = {
+    val sorted = SortedChanges.sort(dir, entries, runsParent, maxKeysInMemory, maxOpenSources)
+    val written = try {
+      dir.write(StateFile.Snapshot, version) { out =>
+        while (sorted.head != null) {
+          out.put(sorted.head._1, sorted.head._2)
+          sorted.advance()
+        }
+      }
+    } finally sorted.close()
+    wrote(version, written, "the live state")
+  }
+
+  private def wrote(version: Long, written: CheckpointDir.Written, from: String): Unit = {
+    ExecutorStats.snapshotBytes.inc(written.bytes)
+    newestWritten.accumulateAndGet(version, (a: Long, b: Long) => math.max(a, b))
+    logInfo(s"Wrote snapshot of version $version to ${dir.path} (${written.records} " +
+      s"entries, ${written.bytes} bytes, from $from)")
+  }
+
   /** Writes the snapshot of `version`, unless it exists or its inputs are incomplete. */
   def snapshot(version: Long, listing: CheckpointDir.Listing): Option[Long] = {
     val base = listing.latestSnapshotAtOrBelow(version)
@@ -71,10 +96,7 @@ final class Snapshotter(dir: CheckpointDir, spillDir: () => File,
               maxOpenSources)(out.put)
           }
         }
-        ExecutorStats.snapshotBytes.inc(written.bytes)
-        newestWritten.accumulateAndGet(version, (a: Long, b: Long) => math.max(a, b))
-        logInfo(s"Wrote snapshot of version $version to ${dir.path} (${written.records} " +
-          s"entries, ${written.bytes} bytes, from snapshot $used + ${version - used} journals)")
+        wrote(version, written, s"snapshot $used + ${version - used} journals")
         Some(version)
     }
   }

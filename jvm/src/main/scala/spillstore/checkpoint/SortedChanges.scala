@@ -87,6 +87,23 @@ object SortedChanges {
     }
   }
 
+  /**
+   * `records` (each key once, in any order) in key order, at most `maxKeysInMemory` of them in
+   * memory at a time, the rest in sorted runs under `spillDir`: what a snapshot of a live state
+   * (whose heap has no key order) is written from.
+   */
+  def sort(dir: CheckpointDir, records: Iterator[(Array[Byte], Array[Byte])],
+      spillDir: () => File, maxKeysInMemory: Int = DefaultMaxKeysInMemory,
+      maxOpenSources: Int = DefaultMaxOpenSources): SortedChanges = {
+    val merge = new MergeBuilder(dir, spillDir, maxKeysInMemory, maxOpenSources)
+    try {
+      records.foreach { case (k, v) => merge.addUnsorted(k, v) }
+      merge.result()
+    } catch {
+      case e: Throwable => merge.discard(); throw e
+    }
+  }
+
   /** Collects the sources of one merge, in version order. */
   private final class MergeBuilder(dir: CheckpointDir, spillDir: () => File,
       maxKeysInMemory: Int, maxOpenSources: Int) {
@@ -103,11 +120,14 @@ object SortedChanges {
         spillPending() // keeps sources in version order
         add(() => reading(v)(reader.next()), () => in.close())
       } else {
-        try reading(v)(reader.foreach { (k, value) =>
-          pending.put(ByteBuffer.wrap(k), value)
-          if (pending.size >= maxKeysInMemory) spillPending()
-        }) finally in.close()
+        try reading(v)(reader.foreach(addUnsorted)) finally in.close()
       }
+    }
+
+    /** A record later than every source added so far, in no key order. */
+    def addUnsorted(key: Array[Byte], value: Array[Byte]): Unit = {
+      pending.put(ByteBuffer.wrap(key), value)
+      if (pending.size >= maxKeysInMemory) spillPending()
     }
 
     private def reading[T](v: Long)(body: => T): T =

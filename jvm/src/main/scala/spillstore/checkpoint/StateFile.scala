@@ -52,6 +52,10 @@ object StateFile {
   final class CorruptFileException(msg: String, cause: Throwable = null)
     extends IOException(msg, cause)
 
+  /** Whether `e` or a cause of it says a file is damaged (not, say, unreachable). */
+  def isDamage(e: Throwable): Boolean =
+    Iterator.iterate(e)(_.getCause).takeWhile(_ != null).exists(_.isInstanceOf[CorruptFileException])
+
   /**
    * Spark's error for `file`, which `e` kept from being read: damage says so (it is never
    * reported as a missing file); anything else is Spark's read error.
