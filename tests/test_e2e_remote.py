@@ -115,6 +115,7 @@ class RemoteRuns:
     workdir: Path
     reports: dict[str, dict[str, Any]] = field(default_factory=dict)
     migrate_cli: subprocess.CompletedProcess[str] | None = None
+    migrate_halted: list[subprocess.CompletedProcess[str]] = field(default_factory=list)
     killed_after: list[int] = field(default_factory=list)
     requests: list[servers.Request] = field(default_factory=list)
 
@@ -210,14 +211,21 @@ def _refuse_during_batch(runs: RemoteRuns, pause_dir: Path, report_file: Path) -
     (pause_dir / "resume").touch()
 
 
-def _migrate_cli(runs: RemoteRuns, checkpoint: str) -> subprocess.CompletedProcess[str]:
+# S3: the migrate command's JVM stops dead (spillstore.migrate.haltAt) after these objects of
+# each of its moves (S3A renames a directory object by object), and is run again each time.
+MIGRATE_HALTS_S3 = ["state-moved-3", "staged-moved-2", "finishing-2"]
+
+
+def _migrate_cli(runs: RemoteRuns, checkpoint: str,
+                 halt_at: str | None = None) -> subprocess.CompletedProcess[str]:
     """``python -m spillstore migrate`` in a process of its own, the storage's jars and
-    settings given as a user would, with ``--conf``."""
+    settings given as a user would, with ``--conf``; ``halt_at`` stops its JVM at that step."""
     confs = [a for key, value in runs.storage.conf.items() for a in ("--conf", f"{key}={value}")]
-    workdir = runs.workdir / "migrate-cli"
+    workdir = runs.workdir / f"migrate-cli-{halt_at or 'last'}"
     workdir.mkdir()
+    env = {"JAVA_TOOL_OPTIONS": f"-Dspillstore.migrate.haltAt={halt_at}"} if halt_at else None
     return harness.run_job(["-m", "spillstore", "migrate", checkpoint, "--idle-seconds", "0",
-                            *confs], workdir, timeout_s=300)
+                            *confs], workdir, timeout_s=300, env=env)
 
 
 def _run_all(runs: RemoteRuns) -> None:
@@ -252,6 +260,8 @@ def _run_all(runs: RemoteRuns) -> None:
     if s.requests is not None:
         runs.requests = list(s.requests())
     if FULL_SET:
+        for halt in MIGRATE_HALTS_S3 if s.kind == "s3" else []:
+            runs.migrate_halted.append(_migrate_cli(runs, s.uri("migrate"), halt))
         runs.migrate_cli = _migrate_cli(runs, s.uri("migrate"))
 
     _write_input(runs, "restart", RESTART_QUERY, AFTER_STOP)
@@ -349,6 +359,11 @@ def test_migrate_default_to_spillstore(remote: RemoteRuns, full_run: FullRun) ->
         f"python -m spillstore migrate {remote.storage.uri('migrate')} failed "
         f"({cli and cli.returncode}):\n{cli and cli.stdout}\n{cli and cli.stderr[-4000:]}")
     assert "migrated" in cli.stdout and "to spillstore" in cli.stdout, cli.stdout
+    halted = [(halt, run.returncode) for halt, run in zip(MIGRATE_HALTS_S3, remote.migrate_halted)]
+    assert all(code != 0 for _, code in halted), halted
+    if remote.storage.kind == "s3":  # each halt inside a move; the last run ends the last move
+        assert len(halted) == len(MIGRATE_HALTS_S3), halted
+        assert "Resuming the end of the switch" in cli.stdout, cli.stdout
     continued = remote.step("B", "migrate")
     assert continued["ran_on"] == ["spillstore"], continued
     _assert_exact(remote.output("migrate"), full_run(MIGRATE_QUERY, DEFAULT),

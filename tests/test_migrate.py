@@ -131,16 +131,20 @@ def test_rocksdb_to_spillstore(spark: Any, tmp_path: Path, query: str) -> None:
 # Interrupted migrations and refusals: the migration's own protocol, the same on every line
 
 def _migrate_cli(checkpoint: Path, workdir: Path, halt_at: str | None = None,
-                 kill_after_line: str | None = None) -> subprocess.CompletedProcess[str]:
+                 kill_after_line: str | None = None,
+                 move_by_file: bool = False) -> subprocess.CompletedProcess[str]:
     """``python -m spillstore migrate`` in a new process group; ``halt_at`` stops its JVM dead
     at that step (spillstore.migrate.haltAt), ``kill_after_line`` kill -9s the whole group
-    when a stdout line starts with it. The JVM, which may die without cleaning up, keeps its
-    temporary files in ``workdir/jvm-tmp``, deleted at the end."""
+    when a stdout line starts with it, ``move_by_file`` moves directories file by file, as on
+    an object store (spillstore.migrate.moveByFile). The JVM, which may die without cleaning
+    up, keeps its temporary files in ``workdir/jvm-tmp``, deleted at the end."""
     tmp = workdir / "jvm-tmp"
     tmp.mkdir(exist_ok=True)
     env = {**os.environ, **harness.jvm_tmp_env(tmp)}
-    if halt_at:
-        env["JAVA_TOOL_OPTIONS"] = f"-Dspillstore.migrate.haltAt={halt_at}"
+    props = ([f"-Dspillstore.migrate.haltAt={halt_at}"] if halt_at else []) + \
+        (["-Dspillstore.migrate.moveByFile=true"] if move_by_file else [])
+    if props:
+        env["JAVA_TOOL_OPTIONS"] = " ".join(props)
     command = [sys.executable, "-m", "spillstore", "migrate", str(checkpoint), "--idle-seconds",
                "0"]
     proc = subprocess.Popen(command, cwd=workdir, env=env, stdout=subprocess.PIPE,
@@ -198,6 +202,36 @@ def test_killed_at_every_step_then_rerun(spark: Any, tmp_path: Path) -> None:
         outputs, reference["outputs"], "migrated", "unswitched")
     if HAS_STATE_SOURCE:
         assert _state(spark, checkpoint) == reference["states"][-1]
+
+
+def _files(root: Path) -> dict[str, int]:
+    return {str(f.relative_to(root)): f.stat().st_size for f in root.rglob("*")
+            if f.is_file() and not f.name.endswith(".crc")}
+
+
+@pytest.mark.one_line
+def test_killed_inside_file_by_file_moves_then_rerun(spark: Any, tmp_path: Path) -> None:
+    """Where a directory rename is a copy per object (S3A), directories move file by file; the
+    migration's JVM dies after the 2nd file of each move (the original state aside, the new
+    one in, the workspace to its kept place); each re-run finishes from there. The state is
+    the original's, and the kept originals are exactly the files the query had."""
+    query = "dedup_then_count"
+    inputs = harness.write_inputs(tmp_path, QUERIES[query].sources, PHASES[0])
+    checkpoint = tmp_path / "checkpoint"
+    harness.run_query(spark, query, inputs, checkpoint, tmp_path / "output", DEFAULT)
+    harness.unload_state_stores(spark)
+    before, original = _state(spark, checkpoint), _files(checkpoint / "state")
+    for step in ["state-moved-2", "staged-moved-2", "finishing-2"]:
+        run = _migrate_cli(checkpoint, tmp_path, halt_at=step, move_by_file=True)
+        assert run.returncode != 0, f"halt at {step} did not stop the migration:\n{run.stdout}"
+    done = _migrate_cli(checkpoint, tmp_path, move_by_file=True)
+    assert done.returncode == 0, done.stdout + done.stderr[-5000:]
+    assert "Resuming the end of the switch" in done.stdout, done.stdout
+    assert inspect_checkpoint(checkpoint).provider == "spillstore"
+    assert not (checkpoint / "_spillstore_migration").exists()
+    [kept] = (checkpoint / "_spillstore_migrations").iterdir()
+    assert _files(kept / "original-state") == original
+    assert _state(spark, checkpoint) == before
 
 
 @pytest.mark.one_line

@@ -25,14 +25,18 @@ import spillstore.checkpoint.QueryCheckpoint
  *   2. stage    each store's last committed version is copied into `staged-state/` by the
  *               providers' own code and read back (rows + checksum), then marked in `done/`.
  *   3. swap     (`swap` written first) `state/` moves to `original-state/`, `staged-state/` to
- *               `state/`, and the offset-log entries from the batch on are rewritten to record
- *               the target provider (their originals kept in `original-offsets/`).
- *   4. finish   the workspace is renamed to `_spillstore_migrations/<time>-<from>-to-<to>`, which
- *               keeps the originals for the user to delete.
+ *               `state/` (each move marked done in the workspace), and the offset-log entries
+ *               from the batch on are rewritten to record the target provider (their originals
+ *               kept in `original-offsets/`).
+ *   4. finish   (`finish` written first, naming the place) the workspace moves to
+ *               `_spillstore_migrations/<time>-<from>-to-<to>`, which keeps the originals for the
+ *               user to delete.
  *
  * Every step can be interrupted (kill -9) and the same command re-run: staging resumes from the
- * stores not marked done, and each swap step is done only if the directories show it is not.
- * A query that ran meanwhile (new offset or commit) voids the staging before anything moves.
+ * stores not marked done, and each swap step is done only if its marker is not there. Moves
+ * are resumable on object stores too, where a directory rename is a copy per object
+ * ([[DirectoryMove]]). A query that ran meanwhile (new offset or commit) voids the staging
+ * before anything moves.
  *
  * Spark keeps no lock on a checkpoint, so "the query is stopped" is checked as: no offset or
  * commit written for `idleMs`, at the start and again just before the swap.
@@ -41,7 +45,8 @@ import spillstore.checkpoint.QueryCheckpoint
  *
  * Tests stop the JVM dead (`Runtime.halt`, as kill -9) at a named step with the system
  * property `spillstore.migrate.haltAt`: `store-<n>` (n stores staged), `state-moved`,
- * `staged-moved`, `offsets-rewritten`.
+ * `staged-moved`, `offsets-rewritten`; and, where directories move file by file, after n files
+ * of a move: `state-moved-<n>`, `staged-moved-<n>`, `finishing-<n>`.
  */
 final class Migration(spark: SparkSession, checkpoint: String, target: ProviderKind,
     expectedBatch: Option[Long], idleMs: Long, progress: String => Unit) extends Logging {
@@ -65,17 +70,25 @@ final class Migration(spark: SparkSession, checkpoint: String, target: ProviderK
   private val originalState = new Path(workspace, "original-state")
   private val originalOffsets = new Path(workspace, "original-offsets")
   private val doneDir = new Path(workspace, "done")
+  private val finishMarker = new Path(workspace, "finish")
+  private val move = new DirectoryMove(fs, DirectoryMove.byFile(fs))
   private val fm = CheckpointFileManager.create(root, hadoopConf)
 
   def run(): String = {
     val started = System.nanoTime()
+    if (fs.exists(finishMarker)) { // switched; killed while the workspace moved file by file
+      progress(s"Resuming the end of the switch of $root to ${target.name}")
+      val kept = finish()
+      val plan = Plan.read(fs, new Path(kept, planFile.getName))
+      return summary(plan, storesIn(new Path(kept, doneDir.getName)), Some(kept), started)
+    }
     val layout = new CheckpointLayout(root, hadoopConf)
     val plan = existingPlan(layout).getOrElse(newPlan(layout))
     if (plan.source == target) {
       progress(s"$root already records the ${target.name} provider: nothing to migrate")
       return summary(plan, Seq.empty, None, started)
     }
-    val stores = if (fs.exists(swapMarker)) storesDone(layout) else stage(layout, plan)
+    val stores = if (fs.exists(swapMarker)) storesIn(doneDir) else stage(layout, plan)
     val backup = swap(plan)
     summary(plan, stores, Some(backup), started)
   }
@@ -209,9 +222,9 @@ final class Migration(spark: SparkSession, checkpoint: String, target: ProviderK
     results
   }
 
-  private def storesDone(layout: CheckpointLayout): Seq[StoreResult] =
-    if (!fs.exists(doneDir)) Seq.empty
-    else fs.listStatus(doneDir).toSeq.map(s => StoreResult.read(fs, s.getPath))
+  private def storesIn(dir: Path): Seq[StoreResult] =
+    if (!fs.exists(dir)) Seq.empty
+    else fs.listStatus(dir).toSeq.map(s => StoreResult.read(fs, s.getPath))
 
   /** Spark's provider-independent files (schemas, operator metadata): every `_metadata` dir. */
   private def copyMetadata(from: Path, to: Path): Unit = if (fs.exists(from)) {
@@ -243,14 +256,10 @@ final class Migration(spark: SparkSession, checkpoint: String, target: ProviderK
       }
     }
     val state = new Path(root, "state")
-    if (fs.exists(state) && !fs.exists(originalState)) {
-      rename(state, originalState)
-      haltPoint("state-moved")
-    }
-    if (fs.exists(stagedState)) {
-      rename(stagedState, state)
-      haltPoint("staged-moved")
-    }
+    // Each move is marked done before the next starts: `state/` is the source of the first and
+    // the destination of the second, so only the marker tells which one a re-run resumes.
+    moveOnce(state, originalState, "state-moved")
+    moveOnce(stagedState, state, "staged-moved")
     entries.foreach { b =>
       val entry = CheckpointLayout.readEntry(fs, new Path(originalOffsets, b.toString))
       writeAtomically(new Path(root, s"offsets/$b"), entry.withProvider(target.className))
@@ -265,15 +274,43 @@ final class Migration(spark: SparkSession, checkpoint: String, target: ProviderK
     stamp.setTimeZone(TimeZone.getTimeZone("UTC"))
     val kept = new Path(root,
       s"$KeptName/${stamp.format(new Date)}-${plan.source.name}-to-${target.name}")
+    writeAtomically(finishMarker, kept.toString)
+    finish()
+  }
+
+  /** Moves `from` to `to` unless the workspace's `marker` says it was; then marks it. */
+  private def moveOnce(from: Path, to: Path, marker: String): Unit = {
+    val done = new Path(workspace, marker)
+    if (!fs.exists(done)) {
+      move(from, to, n => haltPoint(s"$marker-$n"))
+      writeAtomically(done, "")
+      haltPoint(marker)
+    }
+  }
+
+  /**
+   * 4. finish: moves the workspace to the place `finish` names, that file last (where a
+   * directory moves file by file, a re-run that finds it finishes the move). Returns the place.
+   */
+  private def finish(): Path = {
+    val kept = new Path(readText(finishMarker))
     fs.mkdirs(kept.getParent)
-    rename(workspace, kept)
+    if (move.byFile) {
+      val rest = fs.listStatus(workspace).map(_.getPath).filter(_ != finishMarker)
+      rest.foreach(p => move(p, new Path(kept, p.getName), n => haltPoint(s"finishing-$n")))
+      fs.delete(workspace, true)
+    } else {
+      move(workspace, kept)
+    }
     progress(s"Done: $root now records ${target.className}; the original files are in $kept " +
       "(delete it once the query runs well)")
     kept
   }
 
-  private def rename(from: Path, to: Path): Unit =
-    if (!fs.rename(from, to)) throw new java.io.IOException(s"Migration: could not rename $from to $to")
+  private def readText(file: Path): String = {
+    val in = fs.open(file)
+    try new String(in.readAllBytes(), StandardCharsets.UTF_8) finally in.close()
+  }
 
   private def writeAtomically(file: Path, text: String): Unit = {
     fm.mkdirs(file.getParent)
