@@ -146,7 +146,9 @@ final class MemoryManager(
    * register could land after that register's stricter one and undo it.
    */
   private def confsChanged(arriving: MemoryConf, of: Account): Unit = {
-    val changed = synchronized {
+    val seen = confsChangedSeen
+    if (seen != null) seen(true)
+    val changed = try synchronized {
       val others = accounts.values.asScala.iterator.filter(_ ne of).flatMap(a => Option(a.conf))
         .reduceOption(MemoryConf.strictest(_, _, maxHeapBytes))
       if (arriving != null && others.exists(_ != arriving) && warnedConfs.add(arriving)) {
@@ -157,9 +159,13 @@ final class MemoryManager(
       }
       (others ++ Option(arriving)).reduceOption(MemoryConf.strictest(_, _, maxHeapBytes))
         .exists(install)
-    }
+    } finally if (seen != null) seen(false)
     if (changed) relieveIfOver()
   }
+
+  /** Tests: told as a thread enters (true) and leaves (false) [[confsChanged]], to show that
+   *  two threads were in it at once. */
+  @volatile private[memory] var confsChangedSeen: Boolean => Unit = _
 
   /**
    * Called by `owner`'s task thread after its heap grew or shrank: takes note of its size and,

@@ -282,8 +282,14 @@ class MemoryManagerSuite extends AnyFunSuite {
     val barrier = new CyclicBarrier(2)
     val deadline = System.nanoTime() + 4 * Sec
     var round = 0
-    // The race is narrow: many rounds, each a real unregister racing a real register.
-    while (round < 20000 && System.nanoTime() < deadline) {
+    val inside = new java.util.concurrent.atomic.AtomicInteger
+    val overlaps = new java.util.concurrent.atomic.AtomicInteger
+    mm.confsChangedSeen = entering =>
+      if (!entering) inside.decrementAndGet()
+      else if (inside.incrementAndGet() == 2) overlaps.incrementAndGet()
+    // The race is narrow: many rounds, each a real unregister racing a real register, until
+    // enough rounds had both threads in the conf change at once.
+    while (overlaps.get < 50 && round < 200000 && System.nanoTime() < deadline) {
       round += 1
       val arriving = new FakeSpillable(s"strict-$round")
       val gone = leaving
@@ -296,6 +302,7 @@ class MemoryManagerSuite extends AnyFunSuite {
         s"round $round: a laxer budget is in force than the strictest registered store asks for")
       leaving = arriving
     }
+    assert(overlaps.get > 0, s"in $round rounds the two threads never changed confs at once")
     mm.close()
   }
 
