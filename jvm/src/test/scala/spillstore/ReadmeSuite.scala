@@ -14,16 +14,17 @@ import spillstore.checkpoint.AtomicOutput
 import spillstore.metrics.SpillStoreMetricsSource
 
 /**
- * The README's tables against what the code accepts and publishes: its conf table against
+ * The docs' tables against what the code accepts and publishes: the README's conf table against
  * [[SpillStoreConf.Keys]] (and Spark's SQL confs for the rest), its metric table against the
- * provider's `supportedCustomMetrics`, its monitoring table against the metrics sources'
+ * provider's `supportedCustomMetrics`, docs/monitoring.md's table against the metrics sources'
  * registries. A key or metric added to one side only fails here.
  */
 class ReadmeSuite extends AnyFunSuite {
   import ReadmeSuite._
 
-  private lazy val readme: Seq[String] = Files.readAllLines(
-    new File(RepoRoot.dir, "README.md").toPath, StandardCharsets.UTF_8).asScala.toSeq
+  private def lines(file: String): Seq[String] = Files.readAllLines(
+    new File(RepoRoot.dir, file).toPath, StandardCharsets.UTF_8).asScala.toSeq
+  private lazy val readme = lines("README.md")
 
   test("the conf table lists exactly spillstore's keys, and only confs Spark defines besides") {
     val listed = names(firstTable(readme, "### Options"))
@@ -47,7 +48,8 @@ class ReadmeSuite extends AnyFunSuite {
     val registries = Seq(SpillStoreMetricsSource.forThisJvm(),
       new SpillStoreMetricsSource.Executors(staleAfterMillis = 1000L).registry())
     val published = registries.flatMap(_.getNames.asScala).toSet
-    assertSame(names(firstTable(readme, "## Monitoring")), published, "metrics-system metrics")
+    assertSame(names(firstTable(lines("docs/monitoring.md"), "## Sinks, dashboard, alerts and logs")),
+      published, "metrics-system metrics")
   }
 
   test("the parser finds names where they are and fails on a missing section") {
@@ -59,12 +61,12 @@ class ReadmeSuite extends AnyFunSuite {
 
   private def assertSame(listed: Seq[String], inCode: Set[String], what: String): Unit = {
     val dup = listed.diff(listed.distinct)
-    assert(dup.isEmpty, s"$what listed twice in the README: $dup")
+    assert(dup.isEmpty, s"$what listed twice: $dup")
     val missing = inCode -- listed
     val extra = listed.toSet -- inCode
     assert(missing.isEmpty && extra.isEmpty,
-      s"$what: in the code but not the README: ${missing.toSeq.sorted}; " +
-        s"in the README but not the code: ${extra.toSeq.sorted}")
+      s"$what: in the code but not the docs: ${missing.toSeq.sorted}; " +
+        s"in the docs but not the code: ${extra.toSeq.sorted}")
   }
 }
 
@@ -72,7 +74,7 @@ object ReadmeSuite {
   /** The body rows of the first table after `heading` (header and separator rows dropped). */
   def firstTable(lines: Seq[String], heading: String): Seq[String] = {
     val at = lines.indexWhere(_.trim == heading)
-    require(at >= 0, s"README has no section $heading")
+    require(at >= 0, s"no section $heading")
     lines.drop(at + 1).dropWhile(!_.startsWith("|")).takeWhile(_.startsWith("|")).drop(2)
   }
 
