@@ -17,8 +17,16 @@ import bench_remote
 import harness
 import pytest
 from servers import AuditRecord, Request
-from spillstore import _bench_runner, _bench_worker, bench
-from spillstore.bench import PRESETS, RunResult, classify_failure, format_report, summarize
+from spillstore import bench
+from spillstore.bench import (
+    PRESETS,
+    RunResult,
+    _runner,
+    _worker,
+    classify_failure,
+    format_report,
+    summarize,
+)
 from spillstore.cli import main
 
 # The bench's own Python, without Spark: the same on every line.
@@ -125,14 +133,14 @@ def test_plot_marks_failures(tmp_path: Path, cluster: bench.Cluster | None) -> N
 
 def test_bad_option_name_fails_before_any_run(
         monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
-    monkeypatch.setattr(_bench_runner, "run_once", lambda *a: pytest.fail("ran"))
+    monkeypatch.setattr(_runner, "run_once", lambda *a: pytest.fail("ran"))
     assert main(["bench", "--option", "not-a-name=1"]) == 2
     assert "invalid spillstore option name" in capsys.readouterr().err
 
 
 def test_plot_without_matplotlib_fails_before_any_run(
         monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
-    monkeypatch.setattr(_bench_runner, "run_once", lambda *a: pytest.fail("ran"))
+    monkeypatch.setattr(_runner, "run_once", lambda *a: pytest.fail("ran"))
     monkeypatch.setitem(sys.modules, "matplotlib", None)
     assert main(["bench", "--plot", "x.png"]) == 2
     assert "pip install 'spillstore[bench]'" in capsys.readouterr().err
@@ -151,7 +159,7 @@ def test_runs_are_interleaved_with_overrides_and_written_as_json(
                            preset=preset.name)
         return replace(ok(provider, repetition, 1000.0 * repetition), preset=preset.name)
 
-    monkeypatch.setattr(_bench_runner, "run_once", fake)
+    monkeypatch.setattr(_runner, "run_once", fake)
     out = tmp_path / "runs.json"
     assert main(["bench", "--preset", "skewed", "--preset", "large", "--repetitions", "2",
                  "--providers", "hdfs,spillstore", "--keys", "5000", "--option", "a=1",
@@ -183,7 +191,7 @@ def test_confs_checkpoint_dir_and_restart_reach_every_run_and_the_json(
         setups.append(setup)
         return ok(provider, repetition, 1000.0, restart_s=2.0 + repetition)
 
-    monkeypatch.setattr(_bench_runner, "run_once", fake)
+    monkeypatch.setattr(_runner, "run_once", fake)
     out = tmp_path / "runs.json"
     assert main(["bench", "--repetitions", "2", "--providers", "rocksdb",
                  "--conf", "spark.a=1", "--conf", "spark.b = x=y", "--checkpoint-dir",
@@ -201,7 +209,7 @@ def test_confs_checkpoint_dir_and_restart_reach_every_run_and_the_json(
 @pytest.mark.parametrize("argv", [["--conf", "novalue"], ["--conf", "=1"]])
 def test_a_conf_without_key_and_value_is_a_usage_error(
         argv: list[str], monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(_bench_runner, "run_once", lambda *a: pytest.fail("ran"))
+    monkeypatch.setattr(_runner, "run_once", lambda *a: pytest.fail("ran"))
     with pytest.raises(SystemExit) as exit:
         main(["bench", *argv])
     assert exit.value.code == 2
@@ -210,7 +218,7 @@ def test_a_conf_without_key_and_value_is_a_usage_error(
 @pytest.mark.parametrize(("text", "mb"), [("1g", 1024), ("768m", 768), ("1536", 1536),
                                           ("2G", 2048), ("524288k", 512), ("1t", 1024 ** 2)])
 def test_memory_sizes_read_as_spark_does(text: str, mb: int) -> None:
-    assert _bench_runner.memory_mb(text) == mb
+    assert _runner.memory_mb(text) == mb
 
 
 @pytest.mark.parametrize(("executor_mb", "conf", "allotment"), [
@@ -223,7 +231,7 @@ def test_memory_sizes_read_as_spark_does(text: str, mb: int) -> None:
 ])
 def test_allotment_is_executor_memory_plus_overhead(
         executor_mb: int, conf: dict[str, str], allotment: int) -> None:
-    assert _bench_runner.executor_allotment_mb(executor_mb, conf) == allotment
+    assert _runner.executor_allotment_mb(executor_mb, conf) == allotment
 
 
 def test_cluster_and_executor_memory_reach_every_run_and_the_json(
@@ -235,7 +243,7 @@ def test_cluster_and_executor_memory_reach_every_run_and_the_json(
         setups.append(setup)
         return ok(provider, repetition, 1000.0)
 
-    monkeypatch.setattr(_bench_runner, "run_once", fake)
+    monkeypatch.setattr(_runner, "run_once", fake)
     out = tmp_path / "runs.json"
     assert main(["bench", "--repetitions", "1", "--providers", "hdfs,rocksdb",
                  "--cluster", "2,1,1536", "--executor-memory", "1g", "--json", str(out)]) == 0
@@ -260,7 +268,7 @@ def test_cluster_and_executor_memory_reach_every_run_and_the_json(
 def test_a_cluster_that_cannot_run_is_refused_before_any_run(
         argv: list[str], message: str | None, monkeypatch: pytest.MonkeyPatch,
         capsys: pytest.CaptureFixture[str]) -> None:
-    monkeypatch.setattr(_bench_runner, "run_once", lambda *a: pytest.fail("ran"))
+    monkeypatch.setattr(_runner, "run_once", lambda *a: pytest.fail("ran"))
     if message is None:  # argparse's usage error
         with pytest.raises(SystemExit) as exit:
             main(["bench", *argv])
@@ -285,7 +293,7 @@ def test_executor_peaks_are_read_from_the_rest_apis_executor_list() -> None:
        "peakMemoryMetrics": {"ProcessTreeJVMRSSMemory": 1073741824}},
       {"id": "2", "isActive": true}
     ]""")
-    assert _bench_worker.executor_rss_mb(payload) == {"1": 1336.0, "0": 1024.0}
+    assert _worker.executor_rss_mb(payload) == {"1": 1336.0, "0": 1024.0}
 
 
 def test_a_cluster_run_gets_its_allotment_and_the_executors_share_of_it(
@@ -297,14 +305,14 @@ def test_a_cluster_run_gets_its_allotment_and_the_executors_share_of_it(
         return replace(base, records_per_s=100.0, executor_rss_mb=1337.6,
                        executor_rss_each_mb={"0": 1337.6, "1": 1200.0})
 
-    monkeypatch.setattr(_bench_runner, "_run_worker", fake_worker)
+    monkeypatch.setattr(_runner, "_run_worker", fake_worker)
     cluster = bench.Cluster(2, 1, 1536, 1024)
-    result = _bench_runner.run_once(PRESETS["small"], "spillstore", 1,
+    result = _runner.run_once(PRESETS["small"], "spillstore", 1,
                                     bench.Setup(30.0, cluster=cluster))
     assert specs[0]["cluster"] == {"executors": 2, "cores": 1, "memory_mb": 1536,
                                    "executor_memory_mb": 1024}
     assert (result.executor_allotment_mb, result.executor_rss_share) == (1408, 0.95)
-    local = _bench_runner.run_once(PRESETS["small"], "spillstore", 1, bench.Setup(30.0))
+    local = _runner.run_once(PRESETS["small"], "spillstore", 1, bench.Setup(30.0))
     assert specs[1]["cluster"] is None and local.executor_allotment_mb is None
 
 
@@ -350,8 +358,8 @@ def test_the_restart_presets_restart_every_run_without_the_flag(
         specs.append(spec)
         return replace(base, records_per_s=100.0, restart_s=3.5 if spec["restart"] else None)
 
-    monkeypatch.setattr(_bench_runner, "_run_worker", fake_worker)
-    result = _bench_runner.run_once(PRESETS[name], "rocksdb", 1, bench.Setup(30.0))
+    monkeypatch.setattr(_runner, "_run_worker", fake_worker)
+    result = _runner.run_once(PRESETS[name], "rocksdb", 1, bench.Setup(30.0))
     assert [s["restart"] for s in specs] == [False, True] and result.restart_s == 3.5
     assert "then restarted in a fresh JVM" in PRESETS[name].describe()
     # The spilling one: a state of 2M keys (about 160 MB on the heap) over a 32 MB budget.
@@ -373,10 +381,10 @@ def test_restart_runs_a_second_worker_on_the_same_checkpoint(
             return replace(base, failure="OOM: Java heap space", stderr_tail=("OOM",))
         return replace(base, restart_s=7.25)
 
-    monkeypatch.setattr(_bench_runner, "_run_worker", fake_worker)
+    monkeypatch.setattr(_runner, "_run_worker", fake_worker)
     setup = bench.Setup(30.0, {"a": "1"}, {"spark.x": "y"}, "hdfs://nn:1/bench/", True)
-    first = _bench_runner.run_once(PRESETS["small"], "hdfs", 2, setup)
-    second = _bench_runner.run_once(PRESETS["small"], "hdfs", 2, setup)
+    first = _runner.run_once(PRESETS["small"], "hdfs", 2, setup)
+    second = _runner.run_once(PRESETS["small"], "hdfs", 2, setup)
     assert [s["restart"] for s in specs] == [False, True] * 2
     checkpoints = [s["checkpoint"] for s in specs]
     assert checkpoints[0] == checkpoints[1] != checkpoints[2] == checkpoints[3]
@@ -399,8 +407,8 @@ def test_without_checkpoint_dir_the_checkpoint_is_in_the_removed_workdir(
         specs.append(spec)
         return replace(base, failure="exit status 1")
 
-    monkeypatch.setattr(_bench_runner, "_run_worker", fake_worker)
-    result = _bench_runner.run_once(PRESETS["small"], "hdfs", 1, bench.Setup(30.0, restart=True))
+    monkeypatch.setattr(_runner, "_run_worker", fake_worker)
+    result = _runner.run_once(PRESETS["small"], "hdfs", 1, bench.Setup(30.0, restart=True))
     (spec,) = specs  # a failed run is not restarted
     assert spec["checkpoint"] == os.path.join(str(spec["workdir"]), "checkpoint")
     assert result.checkpoint is None and not os.path.exists(str(spec["workdir"]))
@@ -408,7 +416,7 @@ def test_without_checkpoint_dir_the_checkpoint_is_in_the_removed_workdir(
 
 def test_all_presets_default_small(monkeypatch: pytest.MonkeyPatch) -> None:
     names: list[str] = []
-    monkeypatch.setattr(_bench_runner, "run_once", lambda preset, provider, *a: (
+    monkeypatch.setattr(_runner, "run_once", lambda preset, provider, *a: (
         names.append(preset.name) or ok(provider, 1, 1.0)))
     assert main(["bench", "--repetitions", "1", "--providers", "hdfs"]) == 0
     assert main(["bench", "--preset", "all", "--repetitions", "1", "--providers", "hdfs"]) == 0
@@ -430,7 +438,7 @@ def test_a_run_past_its_timeout_is_killed_with_its_jvm(
     monkeypatch.setattr(tempfile, "mkdtemp", recording_mkdtemp)
     preset = replace(PRESETS["small"], keys=10, rows_per_batch=10, batches=1_000_000)
     started = time.monotonic()
-    result = _bench_runner.run_once(preset, "hdfs", 1, bench.Setup(12.0))
+    result = _runner.run_once(preset, "hdfs", 1, bench.Setup(12.0))
     assert time.monotonic() - started < 40
     assert result.failure is not None and result.failure.startswith("timeout after 12 s"), result
     assert result.stderr_tail, "the last lines of stderr are kept"

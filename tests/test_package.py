@@ -39,26 +39,47 @@ def test_version_matches_distribution() -> None:
 
 
 def _imports_within_package(package: Path) -> dict[str, set[str]]:
-    """Module -> the package's modules it imports, at module level or inside functions
-    (`import spillstore` and `from spillstore import x` count as importing `__init__`)."""
-    modules = {f.stem for f in package.glob("*.py")}
+    """Module -> the package's modules it imports, at module level or inside functions, by
+    their names within the package (``cli``, ``bench`` for ``bench/__init__.py``,
+    ``bench._runner``; ``__init__`` for the package itself): `import spillstore` and `from
+    spillstore import x` count as importing `__init__`, `from .bench import _runner` as
+    importing ``bench._runner`` (importing a module's parent package is not counted)."""
+
+    def name_of(f: Path) -> str:
+        parts = f.relative_to(package).with_suffix("").parts
+        if parts[-1] == "__init__" and len(parts) > 1:
+            parts = parts[:-1]
+        return ".".join(parts)
+
+    files = {name_of(f): f for f in package.rglob("*.py")}
+
+    def within(dotted: str) -> str | None:
+        """``spillstore.x.y`` -> ``x.y`` (``__init__`` for ``spillstore``), ``None`` outside."""
+        if dotted == "spillstore":
+            return "__init__"
+        return dotted.removeprefix("spillstore.") if dotted.startswith("spillstore.") else None
+
     graph: dict[str, set[str]] = {}
-    for f in package.glob("*.py"):
+    for module, f in files.items():
+        is_package = f.name == "__init__.py"
+        # The dotted package a relative import of this module starts from.
+        here = ["spillstore", *([] if module == "__init__" else module.split("."))]
+        if not is_package:
+            here = here[:-1]
         deps: set[str] = set()
         for node in ast.walk(ast.parse(f.read_text())):
             if isinstance(node, ast.ImportFrom):
-                name = "spillstore." + (node.module or "") if node.level else node.module or ""
-                if name == "spillstore." or name == "spillstore":
-                    deps |= {a.name for a in node.names if a.name in modules} or {"__init__"}
-                elif name.startswith("spillstore."):
-                    deps.add(name.split(".")[1])
+                base = here[:len(here) - node.level + 1] if node.level else []
+                source = ".".join([*base, *([node.module] if node.module else [])])
+                inside = within(source)
+                if inside is None:
+                    continue
+                prefix = "" if inside == "__init__" else inside + "."
+                submodules = {prefix + a.name for a in node.names} & files.keys()
+                deps |= submodules or {inside}
             elif isinstance(node, ast.Import):
-                for a in node.names:
-                    if a.name == "spillstore":
-                        deps.add("__init__")
-                    elif a.name.startswith("spillstore."):
-                        deps.add(a.name.split(".")[1])
-        graph[f.stem] = {d for d in deps if d in modules and d != f.stem}
+                deps |= {m for a in node.names if (m := within(a.name)) is not None}
+        graph[module] = {d for d in deps if d in files and d != module}
     return graph
 
 

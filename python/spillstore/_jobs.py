@@ -1,5 +1,5 @@
 """The local streaming job that the demo (:mod:`spillstore.cli`) and each benchmark run
-(:mod:`spillstore._bench_worker`) start: the providers they can select, the session they run
+(:mod:`spillstore.bench._worker`) start: the providers they can select, the session they run
 on and the skewed keys they group by."""
 
 from __future__ import annotations

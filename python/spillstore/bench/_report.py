@@ -7,8 +7,8 @@ import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from ._bench_presets import Preset
-from ._bench_runner import Cluster, RunResult
+from ._presets import Preset
+from ._runner import Cluster, RunResult
 
 __all__ = ["Summary", "format_number", "format_report", "plot", "summarize"]
 

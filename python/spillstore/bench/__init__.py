@@ -3,7 +3,7 @@ store providers on the same streaming aggregation.
 
 Each run is a streaming count + sum per key (update mode, ``noop`` sink) on ``local[2]`` over
 a ``rate-micro-batch`` source, which makes fixed-size batches as fast as the query takes them,
-in a process of its own (:mod:`spillstore._bench_worker`): every run starts a fresh JVM with
+in a process of its own (:mod:`spillstore.bench._worker`): every run starts a fresh JVM with
 the preset's driver memory. Runs are interleaved (repetition 1: spillstore, hdfs, rocksdb;
 repetition 2: ...) so a slow spell of the machine hits every provider alike. A run that fails
 (non-zero exit, out of memory, GC overhead, timeout) is a result: it is counted, printed and
@@ -32,13 +32,13 @@ import sys
 from dataclasses import asdict, replace
 from typing import Any
 
-from . import _bench_runner
-from ._argtypes import parse_option, positive_float, positive_int
-from ._bench_presets import PRESETS, WARMUP_BATCHES, Preset
-from ._bench_report import Summary, format_number, format_report, plot, summarize
-from ._bench_runner import Cluster, RunResult, Setup, classify_failure, memory_mb
-from ._config import jar_path, option_key
-from ._jobs import PROVIDERS
+from .._argtypes import parse_option, positive_float, positive_int
+from .._config import jar_path, option_key
+from .._jobs import PROVIDERS
+from . import _runner
+from ._presets import PRESETS, WARMUP_BATCHES, Preset
+from ._report import Summary, format_number, format_report, plot, summarize
+from ._runner import Cluster, RunResult, Setup, classify_failure, memory_mb
 
 __all__ = [
     "Cluster",
@@ -189,7 +189,7 @@ def _bench(args: argparse.Namespace) -> int:
         for repetition in range(1, args.repetitions + 1):
             for provider in args.providers:
                 # Through the module, so that tests can stand a fake run in for it.
-                result = _bench_runner.run_once(preset, provider, repetition, setup)
+                result = _runner.run_once(preset, provider, repetition, setup)
                 restart = ("" if result.restart_s is None
                            else f", restart {format_number(result.restart_s, 1)} s")
                 rss = ("" if result.executor_rss_share is None

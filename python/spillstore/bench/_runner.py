@@ -1,5 +1,5 @@
 """One run of ``python -m spillstore bench``: the worker process
-(:mod:`spillstore._bench_worker`) started, waited for and killed at its timeout, with
+(:mod:`spillstore.bench._worker`) started, waited for and killed at its timeout, with
 ``--restart`` a second one restarting the query on the same checkpoint, and what came out of
 them (:class:`RunResult`), a failure included."""
 
@@ -17,7 +17,7 @@ import time
 import uuid
 from dataclasses import asdict, dataclass, field, replace
 
-from ._bench_presets import Preset
+from ._presets import Preset
 
 __all__ = ["Cluster", "RunResult", "Setup", "classify_failure", "executor_allotment_mb",
            "memory_mb", "run_once"]
@@ -237,7 +237,7 @@ def run_once(preset: Preset, provider: str, repetition: int, setup: Setup) -> Ru
 def _run_worker(spec: dict[str, object], timeout_s: float, base: RunResult) -> RunResult:
     """One worker process: ``base`` with the fields of its result line, or its failure."""
     process = subprocess.Popen(
-        [sys.executable, "-m", "spillstore._bench_worker", json.dumps(spec)],
+        [sys.executable, "-m", "spillstore.bench._worker", json.dumps(spec)],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
     timed_out_after = None
     try:

@@ -1,6 +1,6 @@
 """One run of ``python -m spillstore bench`` in a process of its own:
-``python -m spillstore._bench_worker SPEC``, SPEC being the JSON
-:mod:`spillstore._bench_runner` passes (preset, provider, spillstore options, Spark confs, work
+``python -m spillstore.bench._worker SPEC``, SPEC being the JSON
+:mod:`spillstore.bench._runner` passes (preset, provider, spillstore options, Spark confs, work
 directory, checkpoint, timeout, whether this process is the restart).
 
 It starts a local Spark (``local[2]``, or with a cluster in SPEC Spark's standalone cluster
@@ -26,11 +26,11 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from ._bench_presets import RESTART_SNAPSHOT_CONFS, WARMUP_BATCHES, Preset
-from ._bench_runner import Cluster
-from ._config import PROVIDER_CLASS_CONF, configure
-from ._jobs import PROVIDERS, local_builder, skewed_key
-from ._progress import follow
+from .._config import PROVIDER_CLASS_CONF, configure
+from .._jobs import PROVIDERS, local_builder, skewed_key
+from .._progress import follow
+from ._presets import RESTART_SNAPSHOT_CONFS, WARMUP_BATCHES, Preset
+from ._runner import Cluster
 
 _SPARK_PROVIDER_CONFS = {
     "rocksdb": {

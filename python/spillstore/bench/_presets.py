@@ -31,8 +31,8 @@ class Preset:
     driver_memory: str
     """``spark.driver.memory`` (local mode: the heap of the JVM that runs everything)."""
     skewed: bool = False
-    """Zipf-like keys (``_jobs.skewed_key``) instead of ``value % keys``, which fills the key
-    space in order."""
+    """Zipf-like keys (``spillstore._jobs.skewed_key``) instead of ``value % keys``, which
+    fills the key space in order."""
     one_hit_share: float = 0.0
     """Share of the rows whose key is new and never seen again (a scan through the cache);
     the other rows spread uniformly over the ``keys`` hot keys."""
