@@ -28,7 +28,7 @@ E2E_SMALL := tests/test_package.py tests/test_cli.py tests/test_e2e_spillstore.p
 
 .PHONY: all venv venvs jar jars demo test test-lane-jvm test-lane-e2e test-fast test-jvm test-python test-heavy test-cluster test-remote \
   test-lines test-conformance $(foreach l,$(OTHER_LINES),test-line-$(l) test-conformance-$(l)) \
-  test-s3 test-install dist bench bench-remote bench-api clean servers
+  test-s3 test-install dist bench bench-remote bench-api clean servers lint
 
 all: jar
 
@@ -174,6 +174,12 @@ test-lane-e2e:
 
 # Everything but the heavy suites and the other lines, for quick iterations (4.3 only).
 test-fast: test-jvm test-python
+
+# The Python linters, configured in python/pyproject.toml: ruff on the package and the tests,
+# mypy (types) on the package; seconds.
+lint: $(VENV)/.installed
+	$(PY) -m ruff check --config python/pyproject.toml python tests
+	$(PY) -m mypy --config-file python/pyproject.toml python/spillstore
 
 # End-to-end benchmark: one streaming aggregation per provider, each in its own JVM, e.g.
 #   make bench BENCH_ARGS="--preset small --preset skewed --plot docs/bench-e2e.png"

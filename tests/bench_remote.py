@@ -240,7 +240,7 @@ def format_state_calls(raw: dict[str, object], count: Callable[..., StateRequest
     lines = [f"{table.title}; measured batches: from the commit of batch {warmup - 1} to that "
              "of the last measured one; whole run: all calls over stores x all batches)"]
     lines += ["  ".join(c.ljust(w) if i < 4 else c.rjust(w)
-                        for i, (c, w) in enumerate(zip(row, widths))) for row in rows]
+                        for i, (c, w) in enumerate(zip(row, widths, strict=True))) for row in rows]
     return "\n".join(lines)
 
 

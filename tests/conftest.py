@@ -2,9 +2,10 @@
 full (uninterrupted) run of a test query computed once and shared between tests, and the
 runs of every test query with spillstore in a fresh JVM per memory budget.
 
-| state                                  | owner                                               |
-|----------------------------------------|-----------------------------------------------------|
-| `TMPDIR`, `SPARK_SUBMIT_OPTS`, `SPARK_LAUNCHER_OPTS`, `tempfile.tempdir` | `session_tmp` for the session; a test may override them with its own monkeypatch |
+| state                                     | owner                                              |
+|-------------------------------------------|----------------------------------------------------|
+| `TMPDIR`, `SPARK_SUBMIT_OPTS`,            | `session_tmp` for the session; a test may override |
+| `SPARK_LAUNCHER_OPTS`, `tempfile.tempdir` | them with its own monkeypatch                      |
 """
 
 from __future__ import annotations

@@ -496,7 +496,7 @@ def run_query(
     previous = spark.conf.get(PROVIDER_CONF, None)
     spark.conf.set(PROVIDER_CONF, provider)
     option_keys = [spillstore.option_key(name) for name in (options or {})]
-    for key, value in zip(option_keys, (options or {}).values()):
+    for key, value in zip(option_keys, (options or {}).values(), strict=True):
         spark.conf.set(key, value)
     try:
         df = spec.build(streams(spark, {s: input_dirs[s] for s in spec.sources}))

@@ -26,7 +26,8 @@ def test_bench_runs_every_provider_and_writes_json_and_plot(tmp_path: Path) -> N
         [sys.executable, "-m", "spillstore", "bench", "--preset", "small", "--keys", str(KEYS),
          "--rows-per-batch", "1000", "--batches", "2", "--repetitions", "1",
          "--timeout", "240", "--json", str(raw), "--plot", str(chart)],
-        capture_output=True, text=True, timeout=600, env={**os.environ, **harness.jvm_tmp_env(tmp_path)})
+        capture_output=True, text=True, timeout=600,
+        env={**os.environ, **harness.jvm_tmp_env(tmp_path)})
     assert bench.returncode == 0, bench.stdout + bench.stderr[-5000:]
 
     runs = json.loads(raw.read_text())["runs"]
@@ -39,7 +40,7 @@ def test_bench_runs_every_provider_and_writes_json_and_plot(tmp_path: Path) -> N
         # Each measured batch's times, whose medians are the run's.
         each = run["each_batch_ms"]
         assert len(each) == 2 and all(b > 0 and u >= 0 and c >= 0 for b, u, c in each), run
-        assert [statistics.median(column) for column in zip(*each)] == [
+        assert [statistics.median(column) for column in zip(*each, strict=True)] == [
             run["batch_ms"], run["updates_ms"], run["commit_ms"]], run
         assert 0 <= run["gc_share"] < 1, run
         # Every key is new in the warm-up batch and revisited after it: all heap hits.
@@ -61,7 +62,8 @@ def test_bench_restart_preset_with_checkpoint_dir(tmp_path: Path) -> None:
          "--rows-per-batch", "500", "--batches", "3", "--repetitions", "1",
          "--providers", "spillstore", "--checkpoint-dir", checkpoints.as_uri(),
          "--timeout", "120", "--json", str(raw)],
-        capture_output=True, text=True, timeout=300, env={**os.environ, **harness.jvm_tmp_env(tmp_path)})
+        capture_output=True, text=True, timeout=300,
+        env={**os.environ, **harness.jvm_tmp_env(tmp_path)})
     assert bench.returncode == 0, bench.stdout + bench.stderr[-5000:]
 
     (run,) = json.loads(raw.read_text())["runs"]

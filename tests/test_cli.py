@@ -36,7 +36,8 @@ def test_bad_arguments_exit_with_usage(argv: list[str], capsys: pytest.CaptureFi
 
 
 @pytest.mark.parametrize("argv", [["--help"], ["demo", "--help"], ["bench", "--help"],
-                                  ["migrate", "--help"], ["checkpoint", "--help"], ["jar", "--help"]])
+                                  ["migrate", "--help"], ["checkpoint", "--help"],
+                                  ["jar", "--help"]])
 @pytest.mark.one_line
 def test_every_command_prints_its_help(argv: list[str], capsys: pytest.CaptureFixture[str]) -> None:
     with pytest.raises(SystemExit) as exit_:

@@ -75,7 +75,8 @@ def test_damaged_journal_met_by_maintenance_leaves_the_query_running_exactly(
                 assert time.monotonic() < deadline, "maintenance wrote no snapshot of version 4"
                 time.sleep(0.1)
             time.sleep(1)
-            loaded = [_provider_loaded(spark, checkpoint, query.runId, p) for p in range(PARTITIONS)]
+            loaded = [_provider_loaded(spark, checkpoint, query.runId, p)
+                      for p in range(PARTITIONS)]
             for batch in range(4, 6):
                 run_batch(batch)
             progress = [p for p in query.recentProgress if p["numInputRows"] > 0]
@@ -90,7 +91,8 @@ def test_damaged_journal_met_by_maintenance_leaves_the_query_running_exactly(
             query.stop()
         assert query.exception() is None, query.exception()
 
-    assert loaded == [True] * PARTITIONS, f"providers unloaded after the maintenance failure: {loaded}"
+    assert loaded == [True] * PARTITIONS, (
+        f"providers unloaded after the maintenance failure: {loaded}")
     expected: dict[str, int] = {}
     for batch in range(7):
         for key in _batch_keys(batch):

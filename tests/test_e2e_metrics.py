@@ -39,7 +39,7 @@ def _run_count_per_key(spark: Any, workdir: Path,
     keys = [spillstore.option_key(k) for k in options or {}]
     previous = spark.conf.get(harness.PROVIDER_CONF, None)
     spark.conf.set(harness.PROVIDER_CONF, harness.SPILLSTORE)
-    for key, value in zip(keys, (options or {}).values()):
+    for key, value in zip(keys, (options or {}).values(), strict=True):
         spark.conf.set(key, value)
     try:
         query = (

@@ -359,7 +359,9 @@ def test_migrate_default_to_spillstore(remote: RemoteRuns, full_run: FullRun) ->
         f"python -m spillstore migrate {remote.storage.uri('migrate')} failed "
         f"({cli and cli.returncode}):\n{cli and cli.stdout}\n{cli and cli.stderr[-4000:]}")
     assert "migrated" in cli.stdout and "to spillstore" in cli.stdout, cli.stdout
-    halted = [(halt, run.returncode) for halt, run in zip(MIGRATE_HALTS_S3, remote.migrate_halted)]
+    # Only an S3 run has halted runs: elsewhere the list is empty (zip stops at the shorter).
+    halted = [(halt, run.returncode)
+              for halt, run in zip(MIGRATE_HALTS_S3, remote.migrate_halted, strict=False)]
     assert all(code != 0 for _, code in halted), halted
     if remote.storage.kind == "s3":  # each halt inside a move; the last run ends the last move
         assert len(halted) == len(MIGRATE_HALTS_S3), halted

@@ -66,7 +66,8 @@ def test_progress_shows_each_stores_last_snapshot(spark: Any, tmp_path: Path) ->
     for p in progress:
         batch = p["batchId"]
         (op,) = p["stateOperators"]
-        lag = {k: v for k, v in op["customMetrics"].items() if k.startswith("SnapshotLastUploaded.")}
+        lag = {k: v for k, v in op["customMetrics"].items()
+               if k.startswith("SnapshotLastUploaded.")}
         assert set(lag) == {_metric(q) for q in range(PARTITIONS)}, lag
         # Before batch b, every store had written the snapshot of version b (b > 0); maintenance
         # may also have written b + 1, the version b committed, before b's metrics were taken.

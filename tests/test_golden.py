@@ -56,7 +56,8 @@ def test_every_release_has_golden_checkpoints_of_every_query() -> None:
     assert any(n.endswith(".journal") for n in state_files)
 
 
-@pytest.mark.parametrize("release,query", [(r, q) for r in RELEASES for q in sorted(harness.QUERIES)])
+@pytest.mark.parametrize("release,query",
+                         [(r, q) for r in RELEASES for q in sorted(harness.QUERIES)])
 def test_release_checkpoint_resumes_exactly(
     spark: Any, full_run: Callable[[str, str], harness.Run], tmp_path: Path,
     release: str, query: str,

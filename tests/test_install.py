@@ -133,7 +133,8 @@ def test_a_jar_of_another_line_fails_naming_both(tmp_path: Path) -> None:
     assert report["error"] is not None, "the query must fail"
     message = run.stderr  # the driver log: the cause Spark wraps
     line = ".".join(map(str, harness.SPARK_LINE))
-    assert f"{other}.jar is built for Spark 4.2, but this is Spark {pyspark.__version__}." in message
+    built_for = f"{other}.jar is built for Spark 4.2, but this is Spark {pyspark.__version__}."
+    assert built_for in message
     assert f"io.spillstore:{_artifact(line)}:{VERSION}" in message
 
 

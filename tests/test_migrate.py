@@ -18,9 +18,8 @@ from typing import Any
 
 import harness
 import pytest
-from harness import DEFAULT, NUM_BATCHES, QUERIES, SPILLSTORE
-
 import spillstore
+from harness import DEFAULT, NUM_BATCHES, QUERIES, SPILLSTORE
 from spillstore.checkpoint import inspect_checkpoint
 from spillstore.migrate import MigrationRefused, migrate
 
@@ -82,7 +81,8 @@ def _run_phases(spark: Any, query: str, workdir: Path, providers: Sequence[str],
             assert result.batch == last_committed, result
             migrations.append(result)
         run = harness.run_query(spark, query, inputs, checkpoint, output, provider)
-        ran_on.append(sorted({op.provider or "?" for op in spillstore.operator_metrics(run.progress)}))
+        operators = spillstore.operator_metrics(run.progress)
+        ran_on.append(sorted({op.provider or "?" for op in operators}))
         states.append(_state(spark, checkpoint))
     harness.unload_state_stores(spark)
     return {"outputs": harness.read_outputs(output), "ran_on": ran_on, "states": states,
@@ -295,7 +295,7 @@ def test_refusals_name_the_cause(spark: Any, stopped_query: Path, tmp_path: Path
     assert "--idle-seconds" in _refused(spark, checkpoint, idle_seconds=3600)
     last = inspect_checkpoint(checkpoint).last_committed_batch
     message = _refused(spark, checkpoint, batch=0)
-    assert f"--batch 0: the last committed batch of" in message and f"is {last}" in message
+    assert "--batch 0: the last committed batch of" in message and f"is {last}" in message
     assert "RocksDB provider is not supported" in _refused(spark, checkpoint, "rocksdb")
     assert "unknown target provider 'memory'" in _refused(spark, checkpoint, "memory")
     assert "is not a checkpoint directory" in _refused(spark, tmp_path / "missing")

@@ -10,12 +10,11 @@ from typing import Any
 import pyspark
 import pytest
 import spillstore
+from conftest import write_stand_in_jar
 from pyspark import SparkConf
 from pyspark.sql import SparkSession
 from spillstore import SPARK_LINES, _config, _lines
 from spillstore.metrics import cache_hit_ratio, state_metrics
-
-from conftest import write_stand_in_jar
 
 PREFIX = "spark.sql.streaming.stateStore.spillstore."
 UI_LIST = "spark.sql.streaming.ui.enabledCustomMetricList"

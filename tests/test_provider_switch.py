@@ -10,7 +10,6 @@ from typing import Any
 
 import harness
 import pytest
-
 import spillstore
 from spillstore.checkpoint import inspect_checkpoint
 from spillstore.cli import main as cli

@@ -19,7 +19,6 @@ stopped query's state onto spillstore (or back to Spark's default provider).
 
 from ._config import (
     CONF_PREFIX,
-    JarMismatchError,
     PLUGIN_CLASS,
     PLUGINS_CONF,
     PROVIDER_CLASS,
@@ -27,6 +26,7 @@ from ._config import (
     REQUIRED_SPARK_VERSION,
     UI_CUSTOM_METRICS,
     UI_CUSTOM_METRICS_CONF,
+    JarMismatchError,
     UnsupportedSparkVersionError,
     configure,
     jar_path,
@@ -34,7 +34,6 @@ from ._config import (
 )
 from ._lines import SPARK_LINES, SparkLine
 from ._version import __version__
-from .migrate import MigrationRefused, MigrationResult, migrate
 from .metrics import (
     METRICS,
     OperatorMetrics,
@@ -44,7 +43,7 @@ from .metrics import (
     state_metrics,
     summary,
 )
-
+from .migrate import MigrationRefused, MigrationResult, migrate
 
 __all__ = [
     "CONF_PREFIX",

@@ -8,7 +8,7 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
-from .metrics import size_text, cache_hit_ratio, state_metrics
+from .metrics import cache_hit_ratio, size_text, state_metrics
 
 __all__ = ["follow", "header", "print_summary"]
 

@@ -97,7 +97,8 @@ def test_executor_killed_mid_batch_query_completes_exactly(
         left = {Path(p).name: v for p, v in r["victim_roots_left"].items()}
         print(f"{name}: SIGKILL executor {r['victim']} (pid {r['pid']}) {r['delay_s']} s into "
               f"batch {len(r['committed_at_kill'])}; Spark: {dead['remove_reason']!r}, "
-              f"{dead['failed_tasks']} task(s) lost (victim busy: {r['victim_was_busy']}), replaced by {replacements} after "
+              f"{dead['failed_tasks']} task(s) lost (victim busy: {r['victim_was_busy']}), "
+              f"replaced by {replacements} after "
               f"{r['replaced_after_s']} s; {r['query_s']} s, batches {r['batch_ms']} ms; "
               f"{sum(len(v) for v in expected.values())} rows exact; dead executor's local dir "
               f"at the end of the trial: {left}")

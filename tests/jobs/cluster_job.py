@@ -25,7 +25,6 @@ each executor's directory: the jars it fetched, and its log for the cold tiers' 
 from __future__ import annotations
 
 import json
-import os
 import re
 import sys
 import time
@@ -34,6 +33,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests/, for harness
 import harness  # noqa: E402
+
 from jobs import executor_loss_job, operators_job  # noqa: E402
 
 MASTER = "local-cluster[2,1,1024]"

@@ -32,7 +32,6 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests/, for harness
 import harness  # noqa: E402
-
 import spillstore  # noqa: E402
 
 SCHEMA = "id LONG, key STRING, value LONG"

@@ -127,7 +127,8 @@ def settle(spark: Any) -> None:
         values = prometheus(spark)
         summed = {k[len(sums_prefix):-len("_Value")]: v for k, v in values.items()
                   if k.startswith(sums_prefix) and k.endswith("_Value")}
-        own = {name: values.get(f"{own_prefix}{name}_Count", values.get(f"{own_prefix}{name}_Value"))
+        own = {name: values.get(f"{own_prefix}{name}_Count",
+                                values.get(f"{own_prefix}{name}_Value"))
                for name in summed if name not in ("reportingExecutors", "commitTimeMs")}
         if own == previous and all(summed[k] == v for k, v in own.items()):
             return

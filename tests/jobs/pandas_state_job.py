@@ -3,9 +3,10 @@ test_e2e_pandas_state_threads.py.
 
     python tests/jobs/pandas_state_job.py SPEC.json
 
-SPEC.json: ``{"budget" (a spillstore memoryBudget), "input", "checkpoint", "report"}``. The input is ``key LONG`` (JSON lines, file i is batch i); the query, on
-``local[2]`` with 2 shuffle partitions, counts the rows of each key in its state and outputs
-``(key, n)`` for every key of a batch (update mode, no timeout).
+SPEC.json: ``{"budget" (a spillstore memoryBudget), "input", "checkpoint", "report"}``. The
+input is ``key LONG`` (JSON lines, file i is batch i); the query, on ``local[2]`` with 2
+shuffle partitions, counts the rows of each key in its state and outputs ``(key, n)`` for
+every key of a batch (update mode, no timeout).
 
 Each batch's output is checked inside Spark, in one aggregation of the ``foreachBatch``
 DataFrame (a second action would run the stateful operator again): its rows, distinct keys,

@@ -15,7 +15,6 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests/, for harness
 import harness  # noqa: E402
-
 import spillstore  # noqa: E402
 
 

@@ -40,9 +40,9 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests/, for harness
 import harness  # noqa: E402
-from jobs import executor_loss_job as loss  # noqa: E402
-
 import spillstore  # noqa: E402
+
+from jobs import executor_loss_job as loss  # noqa: E402
 
 SLOW_PARTITION = 0
 SLOW_S = 60  # far beyond the speculation threshold; the copy's success kills this attempt

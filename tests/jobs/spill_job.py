@@ -19,7 +19,6 @@ from pyspark.sql import functions as F
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests/, for harness
 import harness  # noqa: E402
-
 import spillstore  # noqa: E402
 
 

@@ -139,7 +139,8 @@ def format_report(preset: Preset, summaries: Sequence[Summary],
     rows = [header]
     for s in summaries:
         rate = "-" if s.records_per_s is None else (
-            f"{format_number(s.records_per_s)} ({format_number(s.records_min)}–{format_number(s.records_max)})")
+            f"{format_number(s.records_per_s)} "
+            f"({format_number(s.records_min)}–{format_number(s.records_max)})")
         ratio = (f"{s.records_per_s / base.records_per_s:.2f}x"
                  if base and base.records_per_s and s.records_per_s is not None else "-")
         state = "–".join(dict.fromkeys(f"{n:,}" for n in s.state_rows[:1] + s.state_rows[-1:]))
@@ -156,7 +157,8 @@ def format_report(preset: Preset, summaries: Sequence[Summary],
         lines.append(f"tasks on {cluster.master}, executor memory "
                      f"{cluster.executor_memory_mb:,} MB; GC and peak RSS MB are the driver's")
     for row in rows:
-        cells = [row[0].ljust(widths[0])] + [c.rjust(w) for c, w in zip(row[1:], widths[1:])]
+        cells = [row[0].ljust(widths[0])] + [
+            c.rjust(w) for c, w in zip(row[1:], widths[1:], strict=True)]
         lines.append("  ".join(cells))
     lines += [f"  FAILED {s.provider} {f}" for s in summaries for f in s.failures]
     return "\n".join(lines)
@@ -165,9 +167,9 @@ def format_report(preset: Preset, summaries: Sequence[Summary],
 def plot(summaries: Sequence[Summary], path: str, cluster: Cluster | None = None) -> None:
     """Draw the runs into ``path`` (PNG), one panel per measure, bars grouped by preset with
     one per provider: records/s (median, error bars min–max), peak RSS (on a ``cluster``, the
-    executors'), GC share of the driver JVM's uptime and spillstore's hit ratio. A provider with failed runs gets ``n/m failed``
-    over its records/s bar (a bar of height 0 when none completed). Needs matplotlib
-    (``spillstore[bench]``)."""
+    executors'), GC share of the driver JVM's uptime and spillstore's hit ratio. A provider
+    with failed runs gets ``n/m failed`` over its records/s bar (a bar of height 0 when none
+    completed). Needs matplotlib (``spillstore[bench]``)."""
     from matplotlib.figure import Figure
     from matplotlib.ticker import PercentFormatter, StrMethodFormatter
 
@@ -189,11 +191,11 @@ def plot(summaries: Sequence[Summary], path: str, cluster: Cluster | None = None
     for provider in providers:
         placed = cells(provider)
         heights = [s.records_per_s or 0.0 for _, s in placed]
-        errors = [[h - (s.records_min or h) for h, (_, s) in zip(heights, placed)],
-                  [(s.records_max or h) - h for h, (_, s) in zip(heights, placed)]]
+        errors = [[h - (s.records_min or h) for h, (_, s) in zip(heights, placed, strict=True)],
+                  [(s.records_max or h) - h for h, (_, s) in zip(heights, placed, strict=True)]]
         rate_ax.bar([x for x, _ in placed], heights, width * 0.95, yerr=errors, capsize=3,
                     label=provider)
-        for h, (x, s) in zip(heights, placed):
+        for h, (x, s) in zip(heights, placed, strict=True):
             if s.failed:
                 rate_ax.text(x, max(h, s.records_max or 0.0) + top * 0.02,
                              f"{s.failed}/{s.ok + s.failed} failed", rotation=90, ha="center",
