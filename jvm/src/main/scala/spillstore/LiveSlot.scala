@@ -118,10 +118,10 @@ private[spillstore] final class LiveSlot(newLiveState: () => TieredState, recove
    */
   def reclaimDoomed(): Unit =
     if (doomed.nonEmpty) doomed = doomed.filterNot { s =>
-      s.isFreed || (try s.freeIfAbandoned() catch {
+      s.ownership.isFreed || (try s.ownership.freeIfAbandoned() catch {
         case NonFatal(e) =>
           logWarning(s"Freeing $s of $name failed; it is no longer counted in the budget", e)
-          s.isFreed
+          s.ownership.isFreed
       })
     }
 
@@ -133,7 +133,7 @@ private[spillstore] final class LiveSlot(newLiveState: () => TieredState, recove
     invalidateWriter()
     version = -1
     current.close()
-    if (!current.isFreed && !doomed.contains(current)) doomed ::= current
+    if (!current.ownership.isFreed && !doomed.contains(current)) doomed ::= current
     reclaimDoomed()
   }
 

@@ -98,7 +98,7 @@ final class SpillStateStore private[spillstore] (
         use()
         it.next()
       }
-      override def close(): Unit = if (live.holds(lease)) it.close()
+      override def close(): Unit = if (live.ownership.holds(lease)) it.close()
     }
 
   override def commit(): Long = provider.commit(this)
@@ -113,7 +113,7 @@ final class SpillStateStore private[spillstore] (
     // A committed view reports the state as its commit left it; an open one reads it live.
     val (tiers, now) =
       if (state == Committed) (journal.tiers, journal.live)
-      else if (live.holds(lease)) (live.batchCounters, provider.liveFigures(live))
+      else if (live.ownership.holds(lease)) (live.batchCounters, provider.liveFigures(live))
       else (NoCommit.tiers, NoCommit.live)
     val custom: Map[StateStoreCustomMetric, Long] = Map[StateStoreCustomMetric, Long](
       SpillStoreMetrics.CacheHits -> tiers.hits,
@@ -169,7 +169,7 @@ final class SpillStateStore private[spillstore] (
 
   /** At the start of every call: the lease still owns the live state, and this view is open. */
   private def use(): Unit = {
-    live.enter(lease)
+    live.ownership.enter(lease)
     checkOpen()
   }
 

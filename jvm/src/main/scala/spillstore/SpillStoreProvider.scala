@@ -142,10 +142,10 @@ class SpillStoreProvider extends JarLine.Checked with SparkLineProvider with Log
       .getOrElse("a store opened outside a task") + s" of $this"
     synchronized {
       slot.reclaimDoomed()
-      val current = live.currentLease
+      val current = live.ownership.current
       val (lease, fresh) =
         if (upgrading != null) {
-          if (!live.holds(upgrading.lease)) {
+          if (!live.ownership.holds(upgrading.lease)) {
             throw new IllegalStateException(s"Cannot upgrade $upgrading to a write store: " +
               s"its lease ended (${upgrading.lease.endedBy})")
           }
@@ -153,7 +153,7 @@ class SpillStoreProvider extends JarLine.Checked with SparkLineProvider with Log
         } else if (current != null && taskAttemptId >= 0 && current.taskAttemptId == taskAttemptId) {
           (current, false)
         } else {
-          if (current != null && live.revoke(s"replaced by $holder (a retried or speculative " +
+          if (current != null && live.ownership.revoke(s"replaced by $holder (a retried or speculative " +
               "attempt)")) {
             // An attempt still running (zombie, speculation), or one that never ended its store:
             // its batch must not survive, and its call may be in flight, so the state is left to
@@ -162,7 +162,7 @@ class SpillStoreProvider extends JarLine.Checked with SparkLineProvider with Log
               "its batch is discarded and the version reloaded from the checkpoint")
             slot.takeOver()
           }
-          (live.acquire(holder, taskAttemptId, holderIdle(task)), true)
+          (live.ownership.acquire(holder, taskAttemptId, holderIdle(task)), true)
         }
       slot.opening(writable, version)
       try slot.load(version, replayFrom) catch {
@@ -217,7 +217,7 @@ class SpillStoreProvider extends JarLine.Checked with SparkLineProvider with Log
 
   /** End of the task that took `lease`: abort its open batch, if any, and go idle. */
   private def finish(lease: Lease): Unit = synchronized {
-    if (!live.holds(lease)) lease.state.freeIfDoomedBy(lease)
+    if (!live.ownership.holds(lease)) lease.state.ownership.freeIfDoomedBy(lease)
     else {
       slot.abortOpenBatch()
       dir.dropEarly()
@@ -233,8 +233,8 @@ class SpillStoreProvider extends JarLine.Checked with SparkLineProvider with Log
   private[spillstore] def commit(store: SpillStateStore): Long = {
     val newVersion = store.version + 1
     val stats = synchronized {
-      if (!live.holds(store.lease)) {
-        store.live.freeIfDoomedBy(store.lease)
+      if (!live.ownership.holds(store.lease)) {
+        store.live.ownership.freeIfDoomedBy(store.lease)
         throw new IllegalStateException(s"Cannot commit $store: its lease on the live state " +
           s"ended (${store.lease.endedBy}); its changes were discarded")
       }
@@ -338,8 +338,8 @@ class SpillStoreProvider extends JarLine.Checked with SparkLineProvider with Log
   }
 
   private[spillstore] def abort(store: SpillStateStore): Unit = synchronized {
-    if (!live.holds(store.lease)) {
-      store.live.freeIfDoomedBy(store.lease)
+    if (!live.ownership.holds(store.lease)) {
+      store.live.ownership.freeIfDoomedBy(store.lease)
       if (store.state == SpillStateStore.Updating) store.state = SpillStateStore.Aborted
     } else if (store.state == SpillStateStore.Updating) {
       if (store.isWritable) {
@@ -436,7 +436,7 @@ class SpillStoreProvider extends JarLine.Checked with SparkLineProvider with Log
    */
   override def close(): Unit = if (slot != null) synchronized {
     // Spark may unload a provider more than once; figures as last published (a task may own it)
-    if (!live.isClosed) logInfo(s"Unloading $this (version ${slot.loadedVersion}, " +
+    if (!live.ownership.isClosed) logInfo(s"Unloading $this (version ${slot.loadedVersion}, " +
       s"${live.heapEntries} entries on the heap, ${live.spilledBytes} bytes in the cold tier)")
     slot.unload()
     dir.dropEarly()

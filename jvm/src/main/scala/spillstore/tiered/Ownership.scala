@@ -35,7 +35,7 @@ import java.util.concurrent.locks.ReentrantLock
  *
  * `freeState` gives the state's memory back; `onFreed` runs once it has.
  */
-private[tiered] final class Ownership(state: TieredState, freeState: () => Unit,
+final class Ownership private[tiered] (state: TieredState, freeState: () => Unit,
     onFreed: () => Unit) {
   private val lock = new ReentrantLock()
   /** The owner's lease; null while idle or closed, `Lease.Gone` while doomed. */
@@ -47,7 +47,7 @@ private[tiered] final class Ownership(state: TieredState, freeState: () => Unit,
   @volatile private var lastUsed = System.nanoTime()
 
   /** Runs `body` holding the lock: phase changes, and a relief round's eviction. */
-  def locked[T](body: => T): T = {
+  private[tiered] def locked[T](body: => T): T = {
     lock.lock()
     try body finally lock.unlock()
   }
@@ -70,8 +70,12 @@ private[tiered] final class Ownership(state: TieredState, freeState: () => Unit,
   /** In use now counts as used now: an owned state must not look cold. */
   def lastUsedNanos: Long = if (lease != null) System.nanoTime() else lastUsed
 
-  /** See [[TieredState.acquire]]. */
-  def acquire(holder: String, taskAttemptId: Long, holderIdle: () => Boolean): Lease = locked {
+  /**
+   * Gives the idle state to a new lease for `holder` (a task attempt, or -1 outside a task);
+   * `holderIdle` tells when the holder can be in no call (see [[freeIfAbandoned]]).
+   */
+  def acquire(holder: String, taskAttemptId: Long,
+      holderIdle: () => Boolean = () => false): Lease = locked {
     if (closed || lease != null) {
       throw new IllegalStateException(s"$holder cannot acquire $state: it is $phase")
     }
@@ -81,7 +85,11 @@ private[tiered] final class Ownership(state: TieredState, freeState: () => Unit,
     l
   }
 
-  /** See [[TieredState.revoke]]. */
+  /**
+   * A newer attempt takes over from the owner, whose call may be in flight: the state is doomed
+   * (left to the owner to free) and the caller must use a new state. Returns false if the state
+   * was not owned (nothing to revoke).
+   */
   def revoke(reason: String): Boolean = locked {
     if (lease == null || (lease eq Lease.Gone)) false
     else { doom(reason); true }
@@ -97,7 +105,7 @@ private[tiered] final class Ownership(state: TieredState, freeState: () => Unit,
    * Ends `l` if it is still current (not revoked or unloaded meanwhile: then it is doomed and
    * freed by [[freeIfDoomedBy]]), running `last` first, under the lock, while `l` owns the state.
    */
-  def end(l: Lease, reason: String)(last: => Unit): Unit = locked {
+  private[tiered] def end(l: Lease, reason: String)(last: => Unit): Unit = locked {
     if (lease eq l) {
       last
       l.endedBy = reason
@@ -111,7 +119,10 @@ private[tiered] final class Ownership(state: TieredState, freeState: () => Unit,
     if (doomedBy eq l) freeDoomed()
   }
 
-  /** See [[TieredState.freeIfAbandoned]]. */
+  /**
+   * Frees a doomed state whose former owner can be in no call (see the table) and has not
+   * freed it; on any thread. Returns whether it did.
+   */
   def freeIfAbandoned(): Boolean = locked {
     doomedBy != null && doomedBy.holderIdle() && { freeDoomed(); true }
   }
@@ -154,7 +165,7 @@ private[tiered] final class Ownership(state: TieredState, freeState: () => Unit,
    * Runs `body` (a relief round's eviction) if the state is idle and its lock is free at once:
    * a relief round never waits. `zero` otherwise.
    */
-  def ifIdle(zero: Long)(body: => Long): Long = {
+  private[tiered] def ifIdle(zero: Long)(body: => Long): Long = {
     if (lease != null || !lock.tryLock()) return zero
     try { if (closed || lease != null) zero else body } finally lock.unlock()
   }

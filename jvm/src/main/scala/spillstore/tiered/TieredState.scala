@@ -49,7 +49,8 @@ final class TieredState(
   private val counting = new TierCounting
   private val iterators = new LiveIterators(this, heap, cold, prefixIndex)
   private val evictor = new Evictor(heap, cold, counting, iterators, () => publish())
-  private val ownership = new Ownership(this, () => freeMemory(), () => onFreed(this))
+  /** Who may use this state, and when: callers take, check and end leases there. */
+  val ownership = new Ownership(this, () => freeMemory(), () => onFreed(this))
   /** Live keys of the committed state, both tiers (exact). */
   private var committedKeys = 0L
 
@@ -69,28 +70,6 @@ final class TieredState(
   def takeBatchCounters(): TierCounters = counting.takeBatch()
 
   // ---------------------------------------------------------------- ownership (`Ownership`)
-
-  /** Checks, at the start of a store call, that `l` still owns the state. */
-  def enter(l: Lease): Unit = ownership.enter(l)
-  /** Whether `l` is the current lease. */
-  def holds(l: Lease): Boolean = ownership.holds(l)
-  /** The current lease; null when idle or closed, `Lease.Gone` when doomed. */
-  def currentLease: Lease = ownership.current
-
-  /**
-   * Gives the idle state to a new lease for `holder` (a task attempt, or -1 outside a task);
-   * `holderIdle` tells when the holder can be in no call (see [[freeIfAbandoned]]).
-   */
-  def acquire(holder: String, taskAttemptId: Long,
-      holderIdle: () => Boolean = () => false): Lease =
-    ownership.acquire(holder, taskAttemptId, holderIdle)
-
-  /**
-   * A newer attempt takes over from the owner, whose call may be in flight: the state is doomed
-   * (left to the owner to free) and the caller must use a new state. Returns false if the state
-   * was not owned (nothing to revoke).
-   */
-  def revoke(reason: String): Boolean = ownership.revoke(reason)
 
   /**
    * Ends lease `l` if it is current (on its holder's thread, between calls): honours what the
@@ -134,25 +113,11 @@ final class TieredState(
           s"round retries: ${e.getMessage}", e)
     }
 
-  /** Frees the state if it is doomed and `l` was its owner; on `l`'s holder's thread. */
-  def freeIfDoomedBy(l: Lease): Unit = ownership.freeIfDoomedBy(l)
-
-  /**
-   * Frees a doomed state whose former owner can be in no call (see `Ownership`) and has not
-   * freed it; on any thread. Returns whether it did.
-   */
-  def freeIfAbandoned(): Boolean = ownership.freeIfAbandoned()
-
   /**
    * Unloads: frees the state now if no task owns it; else dooms it, and its owner frees it
    * between calls (its next call throws). Either way the state is closed for new leases.
    */
   def close(): Unit = ownership.close()
-
-  /** Whether the state was unloaded (closed for new leases), freed or not yet. */
-  def isClosed: Boolean = ownership.isClosed
-  /** Whether its memory was given back (closed, and no owner left to free it). */
-  def isFreed: Boolean = ownership.isFreed
 
   private def freeMemory(): Unit = { // under the ownership lock; each part even if one fails
     try {

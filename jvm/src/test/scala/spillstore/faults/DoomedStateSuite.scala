@@ -118,7 +118,7 @@ class DoomedStateSuite extends AnyFunSuite {
         p.getStore(1).put(key(1), value(-1)) // left open
         assert(!opened.isEmpty, "nothing spilled: moot")
       } finally p.close()
-      assert(p.live.isFreed)
+      assert(p.live.ownership.isFreed)
       assert(!opened.peek().exists, "the unloaded state's cold tier is still there")
       assert(p.memory.totalHeapBytes <= before)
     }
@@ -147,7 +147,7 @@ class DoomedStateSuite extends AnyFunSuite {
       new ColdTier(new File(LocalDirs.jvmDirUnder(parent), s"$name-${UUID.randomUUID()}")) {
         override def approximateBytes: Long = {
           // Relief rounds read it under the state's lock on their own threads; none run here.
-          if (provider.live.currentLease == null) {
+          if (provider.live.ownership.current == null) {
             unowned.add(Thread.currentThread().getStackTrace.take(12).mkString("\n  "))
           }
           super.approximateBytes

@@ -49,10 +49,10 @@ class TieredStateSuite extends AnyFunSuite with BeforeAndAfterAll {
     def commit(): Unit = { state.commitBatch(); renew() }
     def abort(): Unit = { state.abortBatch(); renew() }
     /** Ends the lease (the release evicts down to the limit) and takes a new one. */
-    def renew(): Unit = { state.release(lease, "test"); lease = state.acquire("test", -1) }
+    def renew(): Unit = { state.release(lease, "test"); lease = state.ownership.acquire("test", -1) }
     /** Commits `keys` (value = key); the release after the commit evicts down to the limit. */
     def load(keys: Seq[Long]): Unit = { keys.foreach(i => state.put(key(i), bytes(i))); commit() }
-    lease = state.acquire("test", -1)
+    lease = state.ownership.acquire("test", -1)
   }
 
   private val coldRoot = Files.createTempDirectory("tiered-cold").toFile
@@ -203,14 +203,14 @@ class TieredStateSuite extends AnyFunSuite with BeforeAndAfterAll {
       }
     })
     try {
-      val lease = s.acquire("owner", -1)
+      val lease = s.ownership.acquire("owner", -1)
       (1L to 50L).foreach(i => s.put(key(i), bytes(i)))
       s.commitBatch()
       racing = true
       s.release(lease, "test")
       assert(spilledDuringRelease === 0, "the relief round must have found the state owned")
       assert(s.heap.numLiveEntries === 0, "the request made during the release was lost")
-      val again = s.acquire("owner", -1)
+      val again = s.ownership.acquire("owner", -1)
       assert(got(s.get(key(7))) === 7)
       s.release(again, "test")
     } finally s.close()
@@ -251,7 +251,7 @@ class TieredStateSuite extends AnyFunSuite with BeforeAndAfterAll {
     val s = new TieredState(name, None, () => localDir, racing)
     manager.register(s)
     try {
-      val lease = s.acquire("owner", -1)
+      val lease = s.ownership.acquire("owner", -1)
       (1L to 5000L).foreach(i => s.put(key(i), bytes(i)))
       s.commitBatch()
       val before = s.heapBytes
@@ -282,7 +282,7 @@ class TieredStateSuite extends AnyFunSuite with BeforeAndAfterAll {
       assert(released, "the release did not end the lease")
       assert(s.coldKeyCount === 0, "the eviction cannot have reached a cold tier")
       assert(manager.totalHeapBytes === s.heapBytes)
-      val reader = s.acquire("reader", -1)
+      val reader = s.ownership.acquire("reader", -1)
       assert(contents(s) === (1L to 5000L).map(i => i -> i).toMap)
       s.release(reader, "read")
     } finally notADir.delete()
@@ -295,15 +295,15 @@ class TieredStateSuite extends AnyFunSuite with BeforeAndAfterAll {
         override def close(): Unit = { super.close(); throw new RocksDBException("injected close failure") }
       })
     mm.register(s)
-    val writer = s.acquire("writer", -1)
+    val writer = s.ownership.acquire("writer", -1)
     (1L to 5000L).foreach(i => s.put(key(i), bytes(i)))
     s.commitBatch()
     s.release(writer, "committed") // evicts down to the budget: a cold tier
-    val zombie = s.acquire("zombie", -1)
+    val zombie = s.ownership.acquire("zombie", -1)
     assert(s.coldKeyCount > 0 && mm.totalHeapBytes > 0)
-    assert(s.revoke("a newer attempt took over"))
-    intercept[RocksDBException](s.freeIfDoomedBy(zombie))
-    assert(s.isFreed)
+    assert(s.ownership.revoke("a newer attempt took over"))
+    intercept[RocksDBException](s.ownership.freeIfDoomedBy(zombie))
+    assert(s.ownership.isFreed)
     assert(mm.totalHeapBytes === 0 && mm.status.spillables === 0, "still counted in the budget")
   }
 
@@ -328,7 +328,7 @@ class TieredStateSuite extends AnyFunSuite with BeforeAndAfterAll {
         }
       })
     try {
-      val lease = s.acquire("owner", -1)
+      val lease = s.ownership.acquire("owner", -1)
       (1L to 1000L).foreach(i => s.put(key(i), bytes(i)))
       s.commitBatch()
       s.release(lease, "loaded")
@@ -344,7 +344,7 @@ class TieredStateSuite extends AnyFunSuite with BeforeAndAfterAll {
         first.join()
       }
       assert(s.heapEntries === 0, "the second round's request was left pending on an idle state")
-      val check = s.acquire("owner", -1)
+      val check = s.ownership.acquire("owner", -1)
       assert((1L to 1000L).forall(i => got(s.get(key(i))) == i))
       s.release(check, "checked")
     } finally s.close()
@@ -626,7 +626,7 @@ class TieredStateSuite extends AnyFunSuite with BeforeAndAfterAll {
     try {
       // Two rounds: later states' relief rounds spill the idle earlier ones too.
       for (round <- 0 until 2; (s, i) <- states.zipWithIndex) {
-        val l = s.acquire(s"task $i", -1)
+        val l = s.ownership.acquire(s"task $i", -1)
         (round * 2500L until (round + 1) * 2500L).foreach(k => s.put(key(k), bytes(k + i)))
         s.commitBatch()
         s.release(l, "test")
@@ -637,7 +637,7 @@ class TieredStateSuite extends AnyFunSuite with BeforeAndAfterAll {
       assert(mm.totalHeapBytes <= budget, s"${mm.totalHeapBytes} at rest")
       assert(mm.reservedFixedBytes <= budget / 8)
       states.zipWithIndex.foreach { case (s, i) =>
-        val l = s.acquire(s"reader $i", -1)
+        val l = s.ownership.acquire(s"reader $i", -1)
         assert(contents(s) === (0L until 5000L).map(k => k -> (k + i)).toMap, s"state $i")
         assert(s.get(key(5000)) === null)
         s.release(l, "test")
