@@ -155,7 +155,7 @@ test-install: dist
 # (docs/testing.md says which suite goes in which lane, and why).
 LANE_JVM := test-jvm test-conformance test-remote test-line-4.0 test-line-4.1 test-line-4.2 test-install
 LANE_E2E := test-python test-heavy test-cluster test-line-3.5
-test: $(PKG_JAR) $(SERVERS) venvs
+test: $(PKG_JAR) $(SERVERS) venvs lint
 	$(MAKE) --no-print-directory -j2 --output-sync=line test-lane-jvm test-lane-e2e
 
 # One suite as a recipe line of its own (printed whole when it ends), timed; a lane stops at
