@@ -1,7 +1,7 @@
 # The two commands a newcomer runs:  `make demo`  and  `make test`.
 # Both install what they need (the venvs, sbt through bin/sbt) first.
 #
-# spillstore is built once per Spark line (3.5, 4.0, 4.1, 4.2, 4.3: build.sbt), one jar each.
+# spillstore is built once per Spark line (python/spillstore/spark_lines.txt), one jar each.
 # 4.3 is the default line: .venv (pyspark 4.3.0), the JVM unit suites, the demo. Every other
 # line has its own venv, .venv-<line>, with that line's pyspark, for its end-to-end tests.
 PYTHON ?= python3
@@ -9,14 +9,19 @@ PYTHON ?= python3
 VERSION := $(shell cat python/spillstore/VERSION)
 VENV := .venv
 PY := $(VENV)/bin/python
-LINES := 3.5 4.0 4.1 4.2 4.3
-OTHER_LINES := 3.5 4.0 4.1 4.2
-scala_of = $(if $(filter 3.5,$(1)),2.12,2.13)
+# The Spark lines, their Scala versions and roles: python/spillstore/spark_lines.txt.
+LINES_FILE := python/spillstore/spark_lines.txt
+lines_where = $(shell awk '!/^\#/ && NF && $(1) {print $$1}' $(LINES_FILE))
+LINES := $(call lines_where,1)
+DEFAULT_LINE := $(call lines_where,$$5 ~ /default/)
+OTHER_LINES := $(filter-out $(DEFAULT_LINE),$(LINES))
+scala_of = $(shell awk '$$1 == "$(1)" {split($$3, v, "."); print v[1] "." v[2]}' $(LINES_FILE))
 jar_of = spillstore-spark$(1)_$(call scala_of,$(1)).jar
 JARS := $(foreach l,$(LINES),target/$(call jar_of,$(l)))
-SCALA_SRC := $(shell find jvm/src/main -name '*.scala' 2>/dev/null) build.sbt project/SparkLine.scala
+SCALA_SRC := $(shell find jvm/src/main -name '*.scala' 2>/dev/null) build.sbt project/SparkLine.scala \
+  $(LINES_FILE)
 # sbt projects per line (build.sbt): the default line is `spillstore`.
-sbt_of = $(if $(filter 4.3,$(1)),spillstore,spark$(subst .,,$(1)))
+sbt_of = $(if $(filter $(DEFAULT_LINE),$(1)),spillstore,spark$(subst .,,$(1)))
 # Per-line pyspark (pip) and what else that line's end-to-end tests need.
 pyspark_of = pyspark==$(1).*
 # pyspark 3.5 predates numpy 2 (and pyarrow 20+ needs numpy 2).
@@ -83,7 +88,7 @@ dist: $(PKG_JAR)
 # What tests/servers.py starts its HDFS and S3 servers with, on the lines that have them (4.3
 # and 3.5): target/hdfs-classpath-<line>.txt (MiniHdfsMain's JVM) and target/s3a-jars-<line>.txt
 # (hadoop-aws and its AWS SDK bundle: about 690 MB for 4.3 and 280 MB for 3.5 the first time).
-SERVER_LINES := 3.5 4.3
+SERVER_LINES := $(call lines_where,$$5 ~ /servers/)
 SERVERS := target/.servers
 $(SERVERS): $(VENV)/.installed $(SCALA_SRC) $(shell find jvm/src/test/remote -name '*.scala')
 	bin/sbt $(foreach l,$(SERVER_LINES),$(call sbt_of,$(l))/serverClasspaths)

@@ -27,25 +27,28 @@ import java.io.File
 // sbt reads it here, the jars' manifests and spillstore.BuildInfo record it).
 val spillstoreVersion = IO.read(file("python/spillstore/VERSION")).trim
 
-val sparkVersion = "4.3.0"
 // Newest Spark test jars on Maven: StateStoreSuiteBase and its helpers, run against 4.3.0.
 val sparkTestJarsVersion = "4.2.0"
 
-val lines = Map(
-  "3.5" -> SparkLine("3.5", Some("3.5.9"), "2.12.18", "3.3.4",
-    Seq("spark-3.5", "spark-pre4.1", "spark-pre4.2", "spark-pre4.3"),
-    testDirs = Seq("spark-3.5", "two-threads", "remote")),
-  "4.0" -> SparkLine("4.0", Some("4.0.4"), "2.13.16", "3.4.1",
-    Seq("spark-4.x", "spark-4.0", "spark-pre4.1", "spark-pre4.2", "spark-pre4.3"),
-    testDirs = Seq("spark-4.x", "spark-4.0")),
-  "4.1" -> SparkLine("4.1", Some("4.1.3"), "2.13.17", "3.4.2",
-    Seq("spark-4.x", "spark-4.1+", "spark-4.1", "spark-pre4.2", "spark-pre4.3"),
-    testDirs = Seq("spark-4.x", "spark-4.1+", "spark-4.1")),
-  "4.2" -> SparkLine("4.2", Some("4.2.0"), "2.13.18", "3.5.0",
-    Seq("spark-4.x", "spark-4.1+", "spark-4.2+", "spark-4.2", "spark-pre4.3"),
-    testDirs = Seq("spark-4.x", "spark-4.1+", "spark-4.2")),
-  "4.3" -> SparkLine("4.3", None, "2.13.18", "3.5.0", Seq("spark-4.x", "spark-4.1+", "spark-4.2+", "spark-4.3"),
-    testDirs = Seq("spark-4.x", "spark-4.1+", "spark-4.3", "two-threads", "remote")))
+// Each line's adapter dirs (under jvm/src/main) and test dirs (under jvm/src/test): the
+// build's part of a line. The lines themselves, their versions and roles:
+// python/spillstore/spark_lines.txt, which the Makefile and the Python package read too.
+val lineDirs: Map[String, (Seq[String], Seq[String])] = Map(
+  "3.5" -> (Seq("spark-3.5", "spark-pre4.1", "spark-pre4.2", "spark-pre4.3"),
+    Seq("spark-3.5", "two-threads", "remote")),
+  "4.0" -> (Seq("spark-4.x", "spark-4.0", "spark-pre4.1", "spark-pre4.2", "spark-pre4.3"),
+    Seq("spark-4.x", "spark-4.0")),
+  "4.1" -> (Seq("spark-4.x", "spark-4.1+", "spark-4.1", "spark-pre4.2", "spark-pre4.3"),
+    Seq("spark-4.x", "spark-4.1+", "spark-4.1")),
+  "4.2" -> (Seq("spark-4.x", "spark-4.1+", "spark-4.2+", "spark-4.2", "spark-pre4.3"),
+    Seq("spark-4.x", "spark-4.1+", "spark-4.2")),
+  "4.3" -> (Seq("spark-4.x", "spark-4.1+", "spark-4.2+", "spark-4.3"),
+    Seq("spark-4.x", "spark-4.1+", "spark-4.3", "two-threads", "remote")))
+
+val lines: Map[String, SparkLine] = SparkLine.read(file("python/spillstore/spark_lines.txt"), lineDirs)
+val defaultLine: SparkLine = lines.values.find(_.isDefault).get
+// The default line compiles against the pyspark wheel's jars, not a Maven artifact.
+val sparkVersion = defaultLine.sparkVersion
 
 def pysparkJarsDir(root: File): File = {
   val fromEnv = sys.env.get("SPILLSTORE_SPARK_JARS").map(new File(_))
@@ -177,7 +180,7 @@ def publishSettings(l: SparkLine): Seq[Setting[_]] = Seq(
         case d: Elem if d.label == "dependency" && (d \ "artifactId").text == "scala-library" =>
           d.copy(child = d.child.filterNot(_.label == "scope") :+ <scope>provided</scope>)
         // 4.3 compiles against the pyspark wheel's jars, not a Maven dependency: name it here.
-        case d: Elem if d.label == "dependencies" && l.spark.isEmpty =>
+        case d: Elem if d.label == "dependencies" && l.isDefault =>
           d.copy(child = d.child :+ sparkSql(sparkVersion))
         case other => other
       }
@@ -203,7 +206,7 @@ def mavenLine(id: String): Project = {
   Project(s"spark${id.replace(".", "")}", file(s"jvm/lines/$id"))
     .settings(lineSettings(l) ++ publishSettings(l))
     .settings(
-      libraryDependencies ++= mavenSpark(l.spark.get, l.scalaBinary),
+      libraryDependencies ++= mavenSpark(l.sparkVersion, l.scalaBinary),
       Test / unmanagedSourceDirectories := {
         val test = (ThisBuild / baseDirectory).value / "jvm" / "src" / "test"
         l.testDirs.map(test / _)
@@ -215,10 +218,18 @@ lazy val spark35 = mavenLine("3.5")
 lazy val spark40 = mavenLine("4.0")
 lazy val spark41 = mavenLine("4.1")
 lazy val spark42 = mavenLine("4.2")
+// A line added to (or removed from) spark_lines.txt needs its project here too.
+val mavenLinesChecked: Unit = {
+  val projects = Set("3.5", "4.0", "4.1", "4.2")
+  val listed = lines.values.filterNot(_.isDefault).map(_.line).toSet
+  require(projects == listed, s"python/spillstore/spark_lines.txt lists the Maven lines " +
+    s"${listed.toSeq.sorted.mkString(", ")}, build.sbt has projects for " +
+    s"${projects.toSeq.sorted.mkString(", ")}: add or remove a `mavenLine` project")
+}
 
 // The default line (4.3): the pyspark 4.3.0 wheel's jars; the JVM unit suites run here.
 lazy val spillstore = (project in file("jvm"))
-  .settings(lineSettings(lines("4.3")) ++ publishSettings(lines("4.3")))
+  .settings(lineSettings(defaultLine) ++ publishSettings(defaultLine))
   .settings(
     Compile / unmanagedJars := {
       val dir = pysparkJarsDir((ThisBuild / baseDirectory).value)
@@ -228,7 +239,7 @@ lazy val spillstore = (project in file("jvm"))
     // conformance suite's shared source and this line's exclusions come from the test dirs.
     Test / unmanagedSourceDirectories ++= {
       val test = (ThisBuild / baseDirectory).value / "jvm" / "src" / "test"
-      lines("4.3").testDirs.map(test / _)
+      defaultLine.testDirs.map(test / _)
     },
     libraryDependencies ++= Seq(
       "org.scalatest" %% "scalatest" % "3.2.19" % Test,

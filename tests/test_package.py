@@ -82,6 +82,19 @@ def _imports_within_package(package: Path) -> dict[str, set[str]]:
     return graph
 
 
+def test_requirements_agree_with_the_spark_lines() -> None:
+    """spark_lines.txt is the one list of lines; what cannot read it says the same: the
+    package's pyspark requirement and the default line's pinned pyspark."""
+    root = Path(__file__).resolve().parent.parent
+    pyproject = (root / "python" / "pyproject.toml").read_text(encoding="utf-8")
+    assert f'"pyspark{_lines.SUPPORTED_PYSPARK}"' in pyproject
+    rows = [row.split() for row in (root / "python" / "spillstore" / "spark_lines.txt")
+            .read_text(encoding="utf-8").splitlines() if row.strip() and not row.startswith("#")]
+    [default] = [row[1] for row in rows if "default" in row[4].split(",")]
+    pinned = (root / "python" / "requirements-dev.txt").read_text(encoding="utf-8").splitlines()
+    assert f"pyspark=={default}" in pinned
+
+
 def test_no_import_cycles_in_the_package() -> None:
     graph = _imports_within_package(Path(spillstore.__file__).parent)
     assert {"cli", "bench", "_config", "__init__"} <= graph.keys(), graph

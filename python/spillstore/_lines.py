@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from importlib import resources
 
 __all__ = ["SPARK_LINES", "SUPPORTED_PYSPARK", "SparkLine", "line_of", "supported_lines_text"]
 
@@ -20,20 +21,27 @@ class SparkLine:
         return f"spillstore-spark{self.line}_{self.scala}.jar"
 
 
-SPARK_LINES: dict[str, SparkLine] = {
-    line.line: line
-    for line in (
-        SparkLine("3.5", "2.12"),
-        SparkLine("4.0", "2.13"),
-        SparkLine("4.1", "2.13"),
-        SparkLine("4.2", "2.13"),
-        SparkLine("4.3", "2.13"),
-    )
-}
+def _read_lines() -> dict[str, SparkLine]:
+    """The rows of ``spark_lines.txt`` (line, Spark, Scala and Hadoop versions, roles), the list
+    build.sbt and the Makefile read too."""
+    text = resources.files("spillstore").joinpath("spark_lines.txt").read_text(encoding="utf-8")
+    rows = [row.split() for row in text.splitlines() if row.strip() and not row.startswith("#")]
+    return {row[0]: SparkLine(row[0], ".".join(row[2].split(".")[:2])) for row in rows}
+
+
+SPARK_LINES: dict[str, SparkLine] = _read_lines()
 """Spark ``major.minor`` -> its line; each line's jar is compiled against that line's API."""
 
-SUPPORTED_PYSPARK = ">=3.5.0,<4.4"
-"""The pyspark versions spillstore supports (as in the package's requirements)."""
+
+def _supported_range(lines: list[str]) -> str:
+    first = min(lines, key=lambda v: tuple(map(int, v.split("."))))
+    major, minor = max(tuple(map(int, v.split("."))) for v in lines)
+    return f">={first}.0,<{major}.{minor + 1}"
+
+
+SUPPORTED_PYSPARK = _supported_range(list(SPARK_LINES))
+"""The pyspark versions spillstore supports: from its first line to the end of its last (the
+package's requirement in pyproject.toml says the same; tests/test_package.py checks it)."""
 
 _MAJOR_MINOR = re.compile(r"(\d+)\.(\d+)(?:[.+-]|[a-z]|$)")
 
