@@ -188,9 +188,7 @@ final class SpillStateStore private[spillstore] (
     s"$this was replaced by a newer store of the same provider (a retried or speculative " +
       "attempt); this attempt's changes are discarded")
 
-  private[spillstore] def unsupported(what: String): Nothing = throw new UnsupportedOperationException(
-    s"spillstore does not support $what yet ($this); a query whose operator needs it must use " +
-      "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider")
+  private[spillstore] def unsupported(what: String): Nothing = throw Unsupported(what, this)
 }
 
 object SpillStateStore {

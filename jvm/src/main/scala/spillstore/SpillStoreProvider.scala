@@ -67,9 +67,7 @@ class SpillStoreProvider extends JarLine.Checked with SparkLineProvider with Log
 
   /** What init rejects: a capability spillstore does not have yet. */
   private[spillstore] def reject(stateStoreId: StateStoreId, what: String): Nothing =
-    throw new UnsupportedOperationException(
-      s"spillstore does not support $what yet (store $stateStoreId). Use Spark's " +
-        "RocksDBStateStoreProvider for this query, or an operator that does not need it.")
+    throw Unsupported(what, s"store $stateStoreId")
 
   /**
    * Spark's `init`, once the line's adapter ([[SparkLineProvider]]) has turned its arguments

@@ -14,8 +14,7 @@ trait SparkLine42Provider extends SparkLine4Provider with SparkLine41Replay with
       forceSnapshotOnCommit: Boolean,
       loadEmpty: Boolean): StateStore = {
     if (loadEmpty) {
-      throw new UnsupportedOperationException(
-        s"spillstore does not support loading an empty store (loadEmpty) for $stateStoreId yet")
+      throw Unsupported("loading an empty store (loadEmpty)", s"store $stateStoreId")
     }
     open(version, writable = true, forceSnapshotOnCommit, upgrading = null)
   }
@@ -36,13 +35,11 @@ trait SparkLine42Provider extends SparkLine4Provider with SparkLine41Replay with
   override protected def refuseLineConfs(stateStoreId: StateStoreId,
       storeConfs: StateStoreConf): Unit =
     if (storeConfs.rowChecksumEnabled) {
-      throw new UnsupportedOperationException(
-        "spillstore does not write Spark's row checksums " +
-          s"(spark.sql.streaming.stateStore.rowChecksum.enabled=true; store $stateStoreId). Its " +
-          "journals and snapshots carry a CRC32C over their records, checked when a file is read. " +
-          "Set it to " +
-          "false before the query's first batch (Spark records it in the offset log), or use " +
-          "Spark's RocksDBStateStoreProvider for this query.")
+      throw Unsupported("Spark's row checksums " +
+        "(spark.sql.streaming.stateStore.rowChecksum.enabled=true)", s"store $stateStoreId",
+        "Its journals and snapshots carry a CRC32C over their records, checked when a file is " +
+          "read. Set it to false before the query's first batch (Spark records it in the " +
+          s"offset log), or use Spark's ${Unsupported.RocksDbProvider} for this query")
     }
 }
 

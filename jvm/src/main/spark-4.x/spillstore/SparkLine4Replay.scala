@@ -8,8 +8,7 @@ private[spillstore] object SparkLine4Replay {
   def changeDataReader(provider: SpillStoreProvider, startVersion: Long, endVersion: Long,
       colFamilyNameOpt: Option[String]): SpillStoreChangeData.Reader = {
     colFamilyNameOpt.filter(_ != StateStore.DEFAULT_COL_FAMILY_NAME).foreach { cf =>
-      throw new UnsupportedOperationException(
-        s"spillstore has no column family '$cf' (store ${provider.stateStoreId})")
+      throw Unsupported(s"column families (asked for '$cf')", s"store ${provider.stateStoreId}")
     }
     SpillStoreChangeData.reader(provider.changeFeed(startVersion, endVersion),
       provider.keySchema.length, provider.valueSchema.length)
@@ -18,7 +17,8 @@ private[spillstore] object SparkLine4Replay {
   /** Checkpoint ids are checkpoint format v2's, which spillstore refuses at init. */
   def checkNoCheckpointIds(provider: SpillStoreProvider, ids: Option[String]*): Unit =
     if (ids.exists(_.isDefined)) {
-      throw new UnsupportedOperationException(s"spillstore does not support checkpoint ids " +
-        s"(spark.sql.streaming.stateStore.checkpointFormatVersion=2), store ${provider.stateStoreId}")
+      throw Unsupported("checkpoint ids " +
+        "(spark.sql.streaming.stateStore.checkpointFormatVersion=2)",
+        s"store ${provider.stateStoreId}", "Set it to 1")
     }
 }
