@@ -6,6 +6,7 @@ import os
 import re
 import warnings
 import zipfile
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -275,48 +276,42 @@ def configure(builder_or_conf: T, /, **options: bool | int | float | str) -> T:
     settings = {option_key(name): _render(name, value) for name, value in options.items()}
     jar = jar_path()
 
+    get: Callable[[str], str | None]
+    put: Callable[[str, str], Any]
     if isinstance(builder_or_conf, SparkConf):
-        conf = builder_or_conf
-        conf.set(_JARS_CONF, _with_jar(conf.get(_JARS_CONF), jar))
-        conf.set(PROVIDER_CLASS_CONF, PROVIDER_CLASS)
-        conf.set(UI_CUSTOM_METRICS_CONF, _with_ui_metrics(conf.get(UI_CUSTOM_METRICS_CONF)))
-        conf.set(PLUGINS_CONF, _with_plugin(conf.get(PLUGINS_CONF)))
-        conf.set(_LISTENERS_CONF, _with_listener(conf.get(_LISTENERS_CONF)))
-        for key, value in settings.items():
-            conf.set(key, value)
-        return builder_or_conf
+        get, put = builder_or_conf.get, builder_or_conf.set
+    elif callable(getattr(builder_or_conf, "config", None)):
+        builder: Any = builder_or_conf
+        # The Builder has no public getter. pyspark keeps everything passed to .config()/
+        # .master()/.appName() in the dict `_options` until getOrCreate(), so read the lists
+        # already set there; otherwise setting spark.jars here would silently drop them.
+        known = getattr(builder, "_options", None)
+        if not isinstance(known, dict):
+            known = {}
+            warnings.warn(
+                "cannot read spark.jars from this builder (no `_options`); spark.jars is set to "
+                "the spillstore jar alone (and spark.plugins, the query listeners and the UI's "
+                "custom metric list to spillstore's)",
+                RuntimeWarning,
+                stacklevel=2,
+            )
+        options_set = known
 
-    if not callable(getattr(builder_or_conf, "config", None)):
+        def get(key: str) -> str | None:
+            value = options_set.get(key)
+            return None if value is None else str(value)
+
+        put = builder.config
+    else:
         raise TypeError(
             "configure() expects a pyspark.sql.SparkSession.Builder or a pyspark.SparkConf, "
             f"not {type(builder_or_conf).__name__}"
         )
-    builder: Any = builder_or_conf
-    # The Builder has no public getter. pyspark keeps everything passed to .config()/.master()/
-    # .appName() in the dict `_options` until getOrCreate(), so read the jars already set there;
-    # otherwise setting spark.jars here would silently drop them.
-    known = getattr(builder, "_options", None)
-    if isinstance(known, dict):
-        existing = known.get(_JARS_CONF)
-        ui_metrics = known.get(UI_CUSTOM_METRICS_CONF)
-        plugins = known.get(PLUGINS_CONF)
-        listeners = known.get(_LISTENERS_CONF)
-    else:
-        existing = ui_metrics = plugins = listeners = None
-        warnings.warn(
-            "cannot read spark.jars from this builder (no `_options`); spark.jars is set to the "
-            "spillstore jar alone (and spark.plugins, the query listeners and the UI's custom "
-            "metric list to spillstore's)",
-            RuntimeWarning,
-            stacklevel=2,
-        )
-    builder.config(_JARS_CONF, _with_jar(None if existing is None else str(existing), jar))
-    builder.config(PROVIDER_CLASS_CONF, PROVIDER_CLASS)
-    builder.config(UI_CUSTOM_METRICS_CONF,
-                   _with_ui_metrics(None if ui_metrics is None else str(ui_metrics)))
-    builder.config(PLUGINS_CONF, _with_plugin(None if plugins is None else str(plugins)))
-    builder.config(_LISTENERS_CONF,
-                   _with_listener(None if listeners is None else str(listeners)))
+    put(_JARS_CONF, _with_jar(get(_JARS_CONF), jar))
+    put(PROVIDER_CLASS_CONF, PROVIDER_CLASS)
+    put(UI_CUSTOM_METRICS_CONF, _with_ui_metrics(get(UI_CUSTOM_METRICS_CONF)))
+    put(PLUGINS_CONF, _with_plugin(get(PLUGINS_CONF)))
+    put(_LISTENERS_CONF, _with_listener(get(_LISTENERS_CONF)))
     for key, value in settings.items():
-        builder.config(key, value)
+        put(key, value)
     return builder_or_conf
