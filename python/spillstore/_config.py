@@ -33,6 +33,14 @@ PROVIDER_CLASS = "spillstore.SpillStoreProvider"
 """Fully qualified name of the provider class inside the bundled jar."""
 
 PROVIDER_CLASS_CONF = "spark.sql.streaming.stateStore.providerClass"
+
+PROVIDERS = {
+    "spillstore": PROVIDER_CLASS,
+    "hdfs": "org.apache.spark.sql.execution.streaming.state.HDFSBackedStateStoreProvider",
+    "rocksdb": "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider",
+}
+"""The providers by the short name the command line, migrate and ``inspect_checkpoint`` use:
+spillstore and Spark's own two."""
 """The Spark SQL conf that selects the state store provider."""
 
 PLUGIN_CLASS = "spillstore.SpillStorePlugin"

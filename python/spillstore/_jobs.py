@@ -6,17 +6,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from ._config import PROVIDER_CLASS
+from ._config import PROVIDERS
 
 __all__ = ["PROVIDERS", "local_builder", "skewed_key"]
-
-PROVIDERS = {
-    "spillstore": PROVIDER_CLASS,
-    "hdfs": "org.apache.spark.sql.execution.streaming.state.HDFSBackedStateStoreProvider",
-    "rocksdb": "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider",
-}
-"""The providers a job can run on, by the name the command line takes: spillstore and Spark's
-own two."""
 
 
 def local_builder(app_name: str) -> Any:

@@ -13,14 +13,11 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
+from ._config import PROVIDER_CLASS_CONF, PROVIDERS
+
 __all__ = ["CheckpointInfo", "StoreInfo", "inspect_checkpoint"]
 
-_PROVIDER_CONF = "spark.sql.streaming.stateStore.providerClass"
-_PROVIDER_NAMES = {
-    "spillstore.SpillStoreProvider": "spillstore",
-    "org.apache.spark.sql.execution.streaming.state.HDFSBackedStateStoreProvider": "hdfs",
-    "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider": "rocksdb",
-}
+_PROVIDER_NAMES = {cls: name for name, cls in PROVIDERS.items()}
 # A file kind each provider writes in a store directory (``<version>.<kind>``).
 _KINDS = {"journal": "spillstore", "delta": "hdfs", "zip": "rocksdb", "changelog": "rocksdb"}
 _STATE_FILE = re.compile(r"(\d+)\.(\w+)")
@@ -97,7 +94,7 @@ def _recorded_provider(offset_file: Path) -> str | None:
     if len(lines) < 2:
         raise ValueError(f"{offset_file} is not an offset-log entry (fewer than 2 lines)")
     conf = json.loads(lines[1]).get("conf") or {}
-    value = conf.get(_PROVIDER_CONF)
+    value = conf.get(PROVIDER_CLASS_CONF)
     return str(value) if value is not None else None
 
 

@@ -5,7 +5,7 @@ package spillstore
  * store, a conf), and what the user can do instead (by default: Spark's RocksDB provider).
  */
 private[spillstore] object Unsupported {
-  val RocksDbProvider = "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider"
+  import spillstore.checkpoint.ForeignFiles.RocksDbProvider
 
   def apply(what: String, where: Any,
       instead: String = s"Use Spark's $RocksDbProvider for this query, or an operator that " +

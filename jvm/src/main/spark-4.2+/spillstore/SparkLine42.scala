@@ -3,6 +3,7 @@ package spillstore
 import org.apache.spark.sql.catalyst.expressions.UnsafeRow
 import org.apache.spark.sql.execution.streaming.state._
 
+import spillstore.checkpoint.ForeignFiles
 import spillstore.metrics.SnapshotLag
 
 /** 4.2's getStore (forceSnapshotOnCommit, loadEmpty) and upgrade, kept by 4.3. */
@@ -39,7 +40,7 @@ trait SparkLine42Provider extends SparkLine4Provider with SparkLine41Replay with
         "(spark.sql.streaming.stateStore.rowChecksum.enabled=true)", s"store $stateStoreId",
         "Its journals and snapshots carry a CRC32C over their records, checked when a file is " +
           "read. Set it to false before the query's first batch (Spark records it in the " +
-          s"offset log), or use Spark's ${Unsupported.RocksDbProvider} for this query")
+          s"offset log), or use Spark's ${ForeignFiles.RocksDbProvider} for this query")
     }
 }
 
