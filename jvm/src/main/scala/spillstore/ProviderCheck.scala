@@ -10,6 +10,7 @@ import org.apache.spark.sql.streaming.StreamingQueryListener
 import org.apache.spark.sql.streaming.StreamingQueryListener.{QueryProgressEvent, QueryStartedEvent, QueryTerminatedEvent}
 
 import spillstore.checkpoint.QueryCheckpoint
+import spillstore.conf.SparkConfs
 
 /**
  * Tells the user at once when a query configured for spillstore runs on another provider.
@@ -31,7 +32,7 @@ class ProviderCheck extends StreamingQueryListener with Logging {
 
   private def check(event: QueryStartedEvent): Unit = {
     val session = SparkSession.getActiveSession.orElse(SparkSession.getDefaultSession)
-    session.filter(_.conf.getOption(ProviderCheck.ProviderConf).contains(ProviderCheck.Spillstore))
+    session.filter(_.conf.getOption(SparkConfs.ProviderClass).contains(ProviderCheck.Spillstore))
       .flatMap(s => Option(s.streams.get(event.id)).map(q => s -> q))
       .foreach { case (s, query) =>
         val checkpoint = QueryCheckpoint.checkpointRoot(query)
@@ -47,11 +48,10 @@ class ProviderCheck extends StreamingQueryListener with Logging {
 }
 
 object ProviderCheck {
-  val ProviderConf: String = QueryCheckpoint.ProviderConf
   val Spillstore: String = classOf[SpillStoreProvider].getName
 
   def message(query: String, checkpoint: String, recorded: String): String =
-    s"Query '$query' is configured for spillstore ($ProviderConf=$Spillstore), but its " +
+    s"Query '$query' is configured for spillstore (${SparkConfs.ProviderClass}=$Spillstore), but its " +
       s"checkpoint $checkpoint records $recorded, and Spark keeps the provider a checkpoint " +
       s"was started with: this query runs on $recorded, not on spillstore. To run it on " +
       s"spillstore with its state, stop it and run `python -m spillstore migrate $checkpoint` " +

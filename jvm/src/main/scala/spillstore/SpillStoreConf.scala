@@ -9,6 +9,7 @@ import org.apache.spark.sql.execution.streaming.state.{SpillStoreSparkBridge, Sp
 import org.apache.spark.network.util.JavaUtils
 
 import spillstore.cold.ColdMemory
+import spillstore.conf.SparkConfs
 import spillstore.memory.MemoryConf
 
 /**
@@ -73,8 +74,6 @@ object SpillStoreConf {
       s"Invalid $Prefix$ColdTierMemory=$value: expected a size >= 16m such as 128m or 1g"))
   }
 
-  private val CodecKey = "spark.sql.streaming.stateStore.compression.codec"
-
   def apply(storeConf: StateStoreConf): SpillStoreConf = {
     val unknown = storeConf.sqlConfs.keys.filter(_.startsWith(Prefix))
       .map(_.stripPrefix(Prefix)).filterNot(Keys.contains).toSeq.sorted
@@ -86,7 +85,7 @@ object SpillStoreConf {
     }
     val codec = try SpillStoreSparkBridge.compressionCodec(storeConf.compressionCodec) catch {
       case NonFatal(e) => throw new IllegalArgumentException(
-        s"$CodecKey=${storeConf.compressionCodec} is not a compression codec Spark can create " +
+        s"${SparkConfs.CompressionCodec}=${storeConf.compressionCodec} is not a compression codec Spark can create " +
           s"(use lz4, lzf, snappy or zstd): ${e.getMessage}", e)
     }
     val opts = storeConf.sqlConfs.collect {

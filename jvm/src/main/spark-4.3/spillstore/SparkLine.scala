@@ -4,6 +4,8 @@ import org.apache.spark.SparkEnv
 import org.apache.spark.sql.catalyst.expressions.UnsafeRow
 import org.apache.spark.sql.execution.streaming.state.{StateStoreIterator, StateStoreMetrics, UnsafeRowPair}
 
+import spillstore.conf.SparkConfs
+
 /** Spark 4.3: maintenance in two pools (snapshots, cleanup) instead of doMaintenance. */
 trait SparkLineProvider extends SparkLine42Provider { self: SpillStoreProvider =>
   override def doSnapshotMaintenance(): Unit = snapshotMaintenance()
@@ -18,7 +20,7 @@ trait SparkLineProvider extends SparkLine42Provider { self: SpillStoreProvider =
  */
 trait SparkLineStore extends SparkLine42Store { self: SpillStateStore =>
   private val serialized =
-    Option(SparkEnv.get).exists(_.conf.getBoolean("spark.python.udf.pipelined.enabled", false))
+    Option(SparkEnv.get).exists(_.conf.getBoolean(SparkConfs.PythonUdfPipelined, false))
 
   override def get(key: UnsafeRow, colFamilyName: String): UnsafeRow =
     if (serialized) provider.synchronized(super.get(key, colFamilyName))

@@ -58,7 +58,7 @@ object PackageLayersSuite {
   private val Shims = "spark-shim "
   /** docs/design.md's layers, top (0) to bottom. */
   private val Layers = Map("(root)" -> 0, "migrate" -> 1, "recovery" -> 1, "tiered" -> 2,
-    "heap" -> 3, "checkpoint" -> 4, "cold" -> 5, "memory" -> 5, "metrics" -> 6)
+    "heap" -> 3, "checkpoint" -> 4, "cold" -> 5, "memory" -> 5, "metrics" -> 6, "conf" -> 7)
 
   private val Package = """(?m)^package\s+([\w.]+)""".r
   private val SpillstoreRef = """\bspillstore\.(\w+)""".r

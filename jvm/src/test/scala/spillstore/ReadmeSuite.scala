@@ -10,7 +10,7 @@ import org.scalatest.funsuite.AnyFunSuite
 
 import org.apache.spark.sql.internal.SqlConfKeys
 
-import spillstore.checkpoint.AtomicOutput
+import spillstore.conf.SparkConfs
 import spillstore.metrics.SpillStoreMetricsSource
 
 /**
@@ -32,7 +32,7 @@ class ReadmeSuite extends AnyFunSuite {
     assertSame(own.map(_.stripPrefix(SpillStoreConf.Prefix)), SpillStoreConf.Keys.keySet,
       "spillstore keys (after the prefix)")
     // Confs spillstore reads by name (Spark 4.3 has no SQL conf entry for the file manager's).
-    val read = Seq(ProviderCheck.ProviderConf, AtomicOutput.FileManagerConf)
+    val read = SparkConfs.Documented
     val unknown = spark.filterNot(k => SqlConfKeys.defined(k) || read.contains(k))
     assert(unknown.isEmpty, s"the README's conf table lists confs Spark does not define: $unknown")
     assert(read.forall(spark.contains), s"confs spillstore reads by name missing from the table: " +

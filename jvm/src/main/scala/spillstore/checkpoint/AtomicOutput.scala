@@ -12,6 +12,8 @@ import org.apache.hadoop.fs.{CommonPathCapabilities, FileSystem, FSDataOutputStr
 
 import org.apache.spark.sql.execution.streaming.state.SpillStoreSparkLine.CheckpointFileManager
 
+import spillstore.conf.SparkConfs
+
 /**
  * A file being written that appears at its target whole or not at all: `publish` makes it the
  * target (replacing any file of that name), `discard` drops it. Either ends it.
@@ -34,8 +36,6 @@ abstract class AtomicOutput extends OutputStream {
 }
 
 object AtomicOutput {
-  /** Conf of Spark's that chooses a `CheckpointFileManager`; set, it is used for every file. */
-  val FileManagerConf = "spark.sql.streaming.checkpointFileManagerClass"
 
   /**
    * How `dir`'s files are created, unless the user chose a file manager (then through it, as
@@ -57,7 +57,7 @@ object AtomicOutput {
       case renames: CheckpointFileManager.RenameHelperMethods => target => new ViaRename(fm, renames, target)
       case _ => target => new ThroughFileManager(fm.createAtomic(target, overwriteIfPossible = true))
     })
-    if (hadoopConf.get(FileManagerConf) != null) throughFileManager
+    if (hadoopConf.get(SparkConfs.CheckpointFileManagerClass) != null) throughFileManager
     else fs match {
       // Subclasses too: with Hive's jars on the class path (pyspark's are), `file:` is Hive's
       // ProxyLocalFileSystem, a LocalFileSystem with its own rename.

@@ -12,6 +12,8 @@ import org.apache.hadoop.fs.{FileSystem, Path}
 
 import org.apache.spark.sql.streaming.StreamingQuery
 
+import spillstore.conf.SparkConfs
+
 /**
  * A streaming query's checkpoint as Spark lays it out, where it matters beyond one store: the
  * running query's checkpoint root and the offset log (`offsets/<batch>`), whose newest entry
@@ -19,7 +21,6 @@ import org.apache.spark.sql.streaming.StreamingQuery
  * migration reads it and rewrites the provider in it.
  */
 object QueryCheckpoint {
-  val ProviderConf = "spark.sql.streaming.stateStore.providerClass"
 
   private val Json = new ObjectMapper()
 
@@ -37,7 +38,7 @@ object QueryCheckpoint {
   def recordedProvider(root: Path, hadoopConf: Configuration): Option[String] = {
     val fs = root.getFileSystem(hadoopConf)
     numbered(fs, offsetsDir(root)).lastOption
-      .flatMap(b => OffsetLogEntry.read(fs, offsetFile(root, b)).conf.get(ProviderConf))
+      .flatMap(b => OffsetLogEntry.read(fs, offsetFile(root, b)).conf.get(SparkConfs.ProviderClass))
   }
 
   /** A running query's checkpoint root (Spark's query internals, on every Spark line). */
@@ -69,7 +70,7 @@ object QueryCheckpoint {
         case o: ObjectNode => o
         case _ => updated.putObject("conf")
       }
-      conf.put(ProviderConf, provider)
+      conf.put(SparkConfs.ProviderClass, provider)
       (lines.head +: Json.writeValueAsString(updated) +: lines.drop(2)).mkString("\n")
     }
   }

@@ -13,6 +13,7 @@ import org.apache.spark.sql.types.{DataType, StructType}
 
 import spillstore.checkpoint.QueryCheckpoint
 import spillstore.checkpoint.QueryCheckpoint.OffsetLogEntry
+import spillstore.conf.SparkConfs
 
 /**
  * What a streaming query's checkpoint holds, as far as moving its state goes: the offset and
@@ -40,7 +41,7 @@ final class CheckpointLayout(val root: Path, hadoopConf: Configuration) {
   lazy val recordedConf: Map[String, String] =
     offsets.lastOption.fold(Map.empty[String, String])(b => readEntry(fs, offsetFile(b)).conf)
 
-  def recordedProvider: Option[String] = recordedConf.get(QueryCheckpoint.ProviderConf)
+  def recordedProvider: Option[String] = recordedConf.get(SparkConfs.ProviderClass)
 
   /** The stateful operators under `state/`, in id order. */
   lazy val operators: Seq[Operator] =

@@ -14,6 +14,7 @@ import org.apache.spark.sql.execution.streaming.state.{StateStoreConf, StateStor
 import org.apache.spark.sql.execution.streaming.state.SpillStoreSparkLine.CheckpointFileManager
 
 import spillstore.checkpoint.QueryCheckpoint
+import spillstore.conf.SparkConfs
 
 /**
  * Moves a stopped query's state to another provider: `python -m spillstore migrate`.
@@ -135,8 +136,8 @@ final class Migration(spark: SparkSession, checkpoint: String, target: ProviderK
       refuse(s"--batch $b: the last committed batch of $root is $lastCommit, and a restarted " +
         s"query continues from it, so only its state can be migrated")
     }
-    layout.recordedConf.get(FormatVersionConf).filter(_ != "1").foreach { v =>
-      refuse(s"${layout.offsetFile(layout.offsets.last)} records $FormatVersionConf=$v: " +
+    layout.recordedConf.get(SparkConfs.CheckpointFormatVersion).filter(_ != "1").foreach { v =>
+      refuse(s"${layout.offsetFile(layout.offsets.last)} records ${SparkConfs.CheckpointFormatVersion}=$v: " +
         "checkpoint format v2 is not supported by spillstore")
     }
     checkIdle(layout)
@@ -170,9 +171,9 @@ final class Migration(spark: SparkSession, checkpoint: String, target: ProviderK
   private def stage(layout: CheckpointLayout, plan: Plan): Seq[StoreResult] = {
     // The confs the query recorded (codec, format versions) apply, as when Spark restarts it.
     val sqlConf = spark.sessionState.conf.clone()
-    layout.recordedConf.foreach { case (k, v) => if (k != QueryCheckpoint.ProviderConf) sqlConf.setConfString(k, v) }
+    layout.recordedConf.foreach { case (k, v) => if (k != SparkConfs.ProviderClass) sqlConf.setConfString(k, v) }
     // Reads a RocksDB checkpoint whether or not it was written with changelog checkpointing.
-    if (plan.source == ProviderKind.RocksDb) sqlConf.setConfString(RocksDbChangelogConf, "true")
+    if (plan.source == ProviderKind.RocksDb) sqlConf.setConfString(SparkConfs.RocksDbChangelogCheckpointing, "true")
     val conf = new StateStoreConf(sqlConf)
     val copier = new StoreCopy(plan.source, target, conf, hadoopConf)
     // Spark 4.1+'s providers report loads to the state store coordinator, which a session
@@ -352,9 +353,6 @@ object Migration {
   val KeptName = "_spillstore_migrations"
   private val RowsPerProgressLine = 1000000L
   private val RunIdKey = "sql.streaming.runId" // StreamExecution.RUN_ID_KEY, every Spark line
-  private val RocksDbChangelogConf =
-    "spark.sql.streaming.stateStore.rocksdb.changelogCheckpointing.enabled"
-  private val FormatVersionConf = "spark.sql.streaming.stateStore.checkpointFormatVersion"
   private val Json = CheckpointLayout.Json
 
   /**

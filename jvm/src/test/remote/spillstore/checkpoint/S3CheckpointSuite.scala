@@ -21,6 +21,7 @@ import org.apache.spark.sql.internal.SQLConf
 
 import spillstore.SpillStoreProvider
 import spillstore.checkpoint.HdfsCheckpointSuite.{contents, keySchema, randomBatch, valueSchema}
+import spillstore.conf.SparkConfs
 import spillstore.migrate.LineProviders
 
 /**
@@ -110,7 +111,7 @@ class S3CheckpointSuite extends AnyFunSuite with BeforeAndAfterAll {
 
   test("through Spark's file manager (a temp file, then a rename) the same commit costs several times the requests") {
     val conf = s3Conf
-    conf.set(AtomicOutput.FileManagerConf, CheckpointFileManager.create(new Path(newRoot()), conf).getClass.getName)
+    conf.set(SparkConfs.CheckpointFileManagerClass, CheckpointFileManager.create(new Path(newRoot()), conf).getClass.getName)
     val (_, viaRename) = requestsPerCommit(newRoot(), conf, batches = 3)
     val (_, direct) = requestsPerCommit(newRoot(), s3Conf, batches = 3)
     info(s"requests per commit: through the file manager ${viaRename.map(_.size)} " +

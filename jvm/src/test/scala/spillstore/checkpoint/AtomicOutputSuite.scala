@@ -11,6 +11,7 @@ import org.scalatest.funsuite.AnyFunSuite
 import org.apache.spark.sql.execution.streaming.state.SpillStoreSparkLine.CheckpointFileManager
 
 import spillstore.TempDirs.withTempDir
+import spillstore.conf.SparkConfs
 
 class AtomicOutputSuite extends AnyFunSuite {
 
@@ -83,7 +84,7 @@ class AtomicOutputSuite extends AnyFunSuite {
     withTempDir("atomic") { dir =>
       val conf = new Configuration()
       val chosen = CheckpointFileManager.create(new Path(dir), conf).getClass.getName
-      conf.set(AtomicOutput.FileManagerConf, chosen)
+      conf.set(SparkConfs.CheckpointFileManagerClass, chosen)
       write(creatorFor(dir, conf), new Path(dir, "7.journal"), bytes(10, 7))
       // Hadoop's local file system writes its checksum beside the file; java.nio does not.
       assert(names(dir) === Set("7.journal", ".7.journal.crc"))
