@@ -20,7 +20,7 @@ final class SpillStateStore private[spillstore] (
     private[spillstore] val lease: Lease,
     override val version: Long,
     writable: Boolean,
-    forceSnapshotOnCommit: Boolean) extends SparkLineStore {
+    forceSnapshotOnCommit: Boolean) extends StoreAdapter {
   import SpillStateStore._
 
   private[spillstore] val live = lease.state
@@ -36,7 +36,7 @@ final class SpillStateStore private[spillstore] (
 
   override def id: StateStoreId = provider.stateStoreId
 
-  // Spark's reads and writes, once the line's adapter ([[SparkLineStore]]) has checked the
+  // Spark's reads and writes, once the line's adapter ([[StoreAdapter]]) has checked the
   // column family (4.x) and wrapped iterators into its iterator type.
   private[spillstore] def getValue(key: UnsafeRow): UnsafeRow = {
     use()

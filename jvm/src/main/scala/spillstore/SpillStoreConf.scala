@@ -4,7 +4,7 @@ import java.io.File
 
 import scala.util.control.NonFatal
 
-import org.apache.spark.sql.execution.streaming.state.{SpillStoreSparkBridge, SpillStoreSparkLine, StateStoreConf}
+import org.apache.spark.sql.execution.streaming.state.{SpillStoreSparkBridge, SpillStoreSparkShim, StateStoreConf}
 
 import org.apache.spark.network.util.JavaUtils
 
@@ -99,7 +99,7 @@ object SpillStoreConf {
       coldTierMemory = opts.get(ColdTierMemory).map(v => checkColdTierMemory(v.trim)),
       minDeltasForSnapshot = storeConf.minDeltasForSnapshot,
       minVersionsToRetain = storeConf.minVersionsToRetain,
-      reportCommits = SpillStoreSparkLine.commitValidationEnabled(storeConf),
-      reportSnapshotUploads = SpillStoreSparkLine.reportSnapshotUploadLag(storeConf))
+      reportCommits = SpillStoreSparkShim.commitValidationEnabled(storeConf),
+      reportSnapshotUploads = SpillStoreSparkShim.reportSnapshotUploadLag(storeConf))
   }
 }

@@ -48,7 +48,7 @@ import spillstore.tiered.{Lease, TieredState}
  * Which live state, at which version, with which batch open: `LiveSlot`, changed only under
  * the provider's monitor.
  */
-class SpillStoreProvider extends JarLine.Checked with SparkLineProvider with Logging {
+class SpillStoreProvider extends JarLine.Checked with ProviderAdapter with Logging {
   // The driver instantiates providers only to ask for supportedCustomMetrics: keep it cheap.
   private var storeId: StateStoreId = _
   private[spillstore] var keySchema: StructType = _
@@ -70,7 +70,7 @@ class SpillStoreProvider extends JarLine.Checked with SparkLineProvider with Log
     throw Unsupported(what, s"store $stateStoreId")
 
   /**
-   * Spark's `init`, once the line's adapter ([[SparkLineProvider]]) has turned its arguments
+   * Spark's `init`, once the line's adapter ([[ProviderAdapter]]) has turned its arguments
    * into these: `prefixKeyColumns` is the number of key columns prefix scans use, if any.
    */
   private[spillstore] def initStore(
@@ -276,7 +276,7 @@ class SpillStoreProvider extends JarLine.Checked with SparkLineProvider with Log
       stats
     }
     store.committed(newVersion, stats)
-    if (conf.reportCommits) SpillStoreSparkLine.reportCommit(storeId, hadoopConf, newVersion)
+    if (conf.reportCommits) SpillStoreSparkShim.reportCommit(storeId, hadoopConf, newVersion)
     // Spark asks for this when the coordinator sees this store's snapshots lagging. The version
     // is durable already, so a failed snapshot must not fail the commit. It works on files
     // only, outside the live state's lock.
@@ -314,7 +314,7 @@ class SpillStoreProvider extends JarLine.Checked with SparkLineProvider with Log
         s"$version from the live state, so that loading it or a later version needs no " +
         "damaged journal")
       if (conf.reportSnapshotUploads) {
-        SpillStoreSparkLine.reportSnapshotUploaded(storeId, hadoopConf, version)
+        SpillStoreSparkShim.reportSnapshotUploaded(storeId, hadoopConf, version)
       }
     } catch {
       case NonFatal(e) => logWarning(s"$storeId: the repair snapshot of version $version past " +
@@ -418,7 +418,7 @@ class SpillStoreProvider extends JarLine.Checked with SparkLineProvider with Log
         }
     }
     if (conf.reportSnapshotUploads) {
-      done.foreach(SpillStoreSparkLine.reportSnapshotUploaded(storeId, hadoopConf, _))
+      done.foreach(SpillStoreSparkShim.reportSnapshotUploaded(storeId, hadoopConf, _))
     }
   }
 

@@ -10,7 +10,7 @@ import org.apache.hadoop.conf.Configuration
 import org.apache.hadoop.fs.{CommonPathCapabilities, FileSystem, FSDataOutputStream, LocalFileSystem, Path,
   RawLocalFileSystem}
 
-import org.apache.spark.sql.execution.streaming.state.SpillStoreSparkLine.CheckpointFileManager
+import org.apache.spark.sql.execution.streaming.state.SpillStoreSparkShim.CheckpointFileManager
 
 import spillstore.conf.SparkConfs
 

@@ -11,7 +11,7 @@ import org.apache.hadoop.fs.{FileUtil, Path}
 import org.apache.spark.internal.Logging
 import org.apache.spark.sql.SparkSession
 import org.apache.spark.sql.execution.streaming.state.{StateStoreConf, StateStoreId}
-import org.apache.spark.sql.execution.streaming.state.SpillStoreSparkLine.CheckpointFileManager
+import org.apache.spark.sql.execution.streaming.state.SpillStoreSparkShim.CheckpointFileManager
 
 import spillstore.checkpoint.QueryCheckpoint
 import spillstore.conf.SparkConfs

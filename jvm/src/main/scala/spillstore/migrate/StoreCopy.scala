@@ -9,7 +9,7 @@ import org.apache.hadoop.fs.Path
 
 import org.apache.spark.sql.catalyst.expressions.{UnsafeRow, XXH64}
 import org.apache.spark.sql.execution.streaming.state.{ReadStateStore, SpillStoreSparkBridge, StateStoreConf, StateStoreId, StateStoreProvider}
-import org.apache.spark.sql.execution.streaming.state.SpillStoreSparkLine.CheckpointFileManager
+import org.apache.spark.sql.execution.streaming.state.SpillStoreSparkShim.CheckpointFileManager
 
 import spillstore.checkpoint.{CheckpointDir, ForeignFiles, StateFile}
 

@@ -16,7 +16,7 @@ import org.scalatest.time.{Seconds, Span}
 import org.scalatest.funsuite.AnyFunSuite
 
 import org.apache.spark.sql.execution.streaming.state.SpillStoreSparkBridge
-import org.apache.spark.sql.execution.streaming.state.SpillStoreSparkLine.CheckpointFileManager
+import org.apache.spark.sql.execution.streaming.state.SpillStoreSparkShim.CheckpointFileManager
 import org.apache.spark.sql.internal.SQLConf
 
 import spillstore.SpillStoreProvider

@@ -8,7 +8,7 @@ import org.apache.hadoop.conf.Configuration
 import org.apache.hadoop.fs.Path
 import org.scalatest.funsuite.AnyFunSuite
 
-import org.apache.spark.sql.execution.streaming.state.SpillStoreSparkLine.CheckpointFileManager
+import org.apache.spark.sql.execution.streaming.state.SpillStoreSparkShim.CheckpointFileManager
 
 import spillstore.TempDirs.withTempDir
 import spillstore.conf.SparkConfs

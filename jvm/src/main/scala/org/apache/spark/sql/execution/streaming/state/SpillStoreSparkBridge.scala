@@ -16,7 +16,7 @@ import org.apache.spark.util.Utils
  * The one place where spillstore touches Spark members that are `private[spark]` or
  * `private[sql]`, for what every Spark line has alike. What differs between lines (the
  * coordinator reports, where `CheckpointFileManager` lives) is each line's
- * [[SpillStoreSparkLine]] (jvm/src/main/spark-4.1+ and spark-pre4.1).
+ * [[SpillStoreSparkShim]] (jvm/src/main/spark-4.1+ and spark-pre4.1).
  */
 object SpillStoreSparkBridge extends Logging {
   /** Spark's codec by short or class name, the way Spark's own state stores create it. */

@@ -10,7 +10,7 @@ import org.apache.spark.sql.types.StructType
  * Spark 3.5: `init` with the number of prefix-key columns (0: no prefix scans), no column
  * families, getStore(version) and getReadStore(version). Spark aborts read stores at task end.
  */
-trait SparkLineProvider extends StateStoreProvider { self: SpillStoreProvider =>
+trait ProviderAdapter extends StateStoreProvider { self: SpillStoreProvider =>
   override def init(
       stateStoreId: StateStoreId,
       keySchema: StructType,
@@ -38,7 +38,7 @@ trait SparkLineProvider extends StateStoreProvider { self: SpillStoreProvider =>
  * (the single-threaded runner came in 4.0, SPARK-44705). So every call, and each step of an
  * iteration, holds the provider's monitor (`SerializedCalls`).
  */
-trait SparkLineStore extends StateStore { self: SpillStateStore =>
+trait StoreAdapter extends StateStore { self: SpillStateStore =>
   override def get(key: UnsafeRow): UnsafeRow = provider.synchronized(getValue(key))
   override def put(key: UnsafeRow, value: UnsafeRow): Unit =
     provider.synchronized(putValue(key, value))

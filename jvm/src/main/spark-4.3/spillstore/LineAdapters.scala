@@ -7,7 +7,7 @@ import org.apache.spark.sql.execution.streaming.state.{StateStoreIterator, State
 import spillstore.conf.SparkConfs
 
 /** Spark 4.3: maintenance in two pools (snapshots, cleanup) instead of doMaintenance. */
-trait SparkLineProvider extends SparkLine42Provider { self: SpillStoreProvider =>
+trait ProviderAdapter extends Spark42ProviderAdapter { self: SpillStoreProvider =>
   override def doSnapshotMaintenance(): Unit = snapshotMaintenance()
   override def doCleanupMaintenance(): Unit = cleanupMaintenance()
 }
@@ -18,7 +18,7 @@ trait SparkLineProvider extends SparkLine42Provider { self: SpillStoreProvider =
  * the task thread writes, as on 3.5. With it on, every call and each step of an iteration holds
  * the provider's monitor (`SerializedCalls`); with it off, a call pays one branch.
  */
-trait SparkLineStore extends SparkLine42Store { self: SpillStateStore =>
+trait StoreAdapter extends Spark42StoreAdapter { self: SpillStateStore =>
   private val serialized =
     Option(SparkEnv.get).exists(_.conf.getBoolean(SparkConfs.PythonUdfPipelined, false))
 

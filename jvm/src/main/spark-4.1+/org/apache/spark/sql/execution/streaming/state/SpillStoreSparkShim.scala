@@ -12,7 +12,7 @@ import org.apache.spark.internal.Logging
  * The Spark-private calls of 4.1+ (commit validation and snapshot-lag reports to the state
  * store coordinator) and where this line keeps `CheckpointFileManager`.
  */
-object SpillStoreSparkLine extends Logging {
+object SpillStoreSparkShim extends Logging {
   type CheckpointFileManager = org.apache.spark.sql.execution.streaming.checkpointing.CheckpointFileManager
   val CheckpointFileManager = org.apache.spark.sql.execution.streaming.checkpointing.CheckpointFileManager
 

@@ -4,7 +4,7 @@ import org.apache.spark.sql.execution.streaming.state.{SpillStoreChangeData, Sta
 
 /** What every 4.x line's `SupportsFineGrainedReplay` does alike; each line's adapter only
  * matches Spark's signatures. */
-private[spillstore] object SparkLine4Replay {
+private[spillstore] object Spark4Replay {
   def changeDataReader(provider: SpillStoreProvider, startVersion: Long, endVersion: Long,
       colFamilyNameOpt: Option[String]): SpillStoreChangeData.Reader = {
     colFamilyNameOpt.filter(_ != StateStore.DEFAULT_COL_FAMILY_NAME).foreach { cf =>

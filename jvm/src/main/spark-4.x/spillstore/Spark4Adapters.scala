@@ -8,10 +8,10 @@ import org.apache.spark.sql.types.StructType
 
 /**
  * Spark 4.x's provider API that every 4.x line shares: `init` with a key encoder spec and
- * column-family flags, and `getReadStore(version, uniqueId)`. Each line's `SparkLineProvider`
+ * column-family flags, and `getReadStore(version, uniqueId)`. Each line's `ProviderAdapter`
  * adds its `getStore` (and 4.1+ its upgrade, 4.3 its maintenance split).
  */
-trait SparkLine4Provider extends StateStoreProvider { self: SpillStoreProvider =>
+trait Spark4ProviderAdapter extends StateStoreProvider { self: SpillStoreProvider =>
   override def init(
       stateStoreId: StateStoreId,
       keySchema: StructType,
@@ -48,7 +48,7 @@ trait SparkLine4Provider extends StateStoreProvider { self: SpillStoreProvider =
  * (only the default one exists in spillstore), iterators are `StateStoreIterator`s, and the
  * multi-value and column-family calls refuse with a clear error.
  */
-trait SparkLine4Store extends StateStore { self: SpillStateStore =>
+trait Spark4StoreAdapter extends StateStore { self: SpillStateStore =>
   override def metrics: StateStoreMetrics = storeMetrics
 
   override def get(key: UnsafeRow, colFamilyName: String): UnsafeRow = {

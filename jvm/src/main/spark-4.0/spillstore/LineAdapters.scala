@@ -7,7 +7,7 @@ import org.apache.spark.sql.execution.streaming.state._
  * write store (they share the task's lease), and Spark aborts the read store at task end.
  * Fine-grained replay without checkpoint ids.
  */
-trait SparkLineProvider extends SparkLine4Provider with SupportsFineGrainedReplay {
+trait ProviderAdapter extends Spark4ProviderAdapter with SupportsFineGrainedReplay {
   self: SpillStoreProvider =>
   override def getStore(version: Long, stateStoreCkptId: Option[String]): StateStore =
     open(version, writable = true, forceSnapshotOnCommit = false, upgrading = null)
@@ -21,7 +21,7 @@ trait SparkLineProvider extends SparkLine4Provider with SupportsFineGrainedRepla
   override def getStateStoreChangeDataReader(startVersion: Long, endVersion: Long,
       colFamilyNameOpt: Option[String])
       : SpillStoreChangeData.Reader =
-    SparkLine4Replay.changeDataReader(this, startVersion, endVersion, colFamilyNameOpt)
+    Spark4Replay.changeDataReader(this, startVersion, endVersion, colFamilyNameOpt)
 }
 
-trait SparkLineStore extends SparkLine4Store { self: SpillStateStore => }
+trait StoreAdapter extends Spark4StoreAdapter { self: SpillStateStore => }

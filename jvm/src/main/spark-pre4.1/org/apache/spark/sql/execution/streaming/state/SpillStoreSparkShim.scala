@@ -6,7 +6,7 @@ import org.apache.hadoop.conf.Configuration
  * Spark 3.5 and 4.0: the coordinator has neither commit validation nor snapshot-lag tracking,
  * so there is nothing to report; `CheckpointFileManager` is still in `execution.streaming`.
  */
-object SpillStoreSparkLine {
+object SpillStoreSparkShim {
   type CheckpointFileManager = org.apache.spark.sql.execution.streaming.CheckpointFileManager
   val CheckpointFileManager = org.apache.spark.sql.execution.streaming.CheckpointFileManager
 

@@ -5,7 +5,7 @@ import org.apache.spark.sql.execution.streaming.state._
 import spillstore.metrics.SnapshotLag
 
 /** Spark 4.1: getStore(version, ckptId) and the first upgradeReadStoreToWriteStore. */
-trait SparkLineProvider extends SparkLine4Provider with SparkLine41Replay with SnapshotLag.Provider {
+trait ProviderAdapter extends Spark4ProviderAdapter with Spark41Replay with SnapshotLag.Provider {
   self: SpillStoreProvider =>
   override def getStore(version: Long, stateStoreCkptId: Option[String]): StateStore =
     open(version, writable = true, forceSnapshotOnCommit = false, upgrading = null)
@@ -15,4 +15,4 @@ trait SparkLineProvider extends SparkLine4Provider with SparkLine41Replay with S
     upgrade(readStore, version, forceSnapshotOnCommit = false)
 }
 
-trait SparkLineStore extends SparkLine41Store { self: SpillStateStore => }
+trait StoreAdapter extends Spark41StoreAdapter { self: SpillStateStore => }

@@ -3,11 +3,11 @@ package spillstore
 import org.apache.spark.sql.execution.streaming.state._
 
 /** Spark 4.1+'s `SupportsFineGrainedReplay`: read-only replays and checkpoint ids. */
-trait SparkLine41Replay extends SupportsFineGrainedReplay { self: SpillStoreProvider =>
+trait Spark41Replay extends SupportsFineGrainedReplay { self: SpillStoreProvider =>
   override def replayStateFromSnapshot(snapshotVersion: Long, endVersion: Long, readOnly: Boolean,
       snapshotVersionStateStoreCkptId: Option[String],
       endVersionStateStoreCkptId: Option[String]): StateStore = {
-    SparkLine4Replay.checkNoCheckpointIds(this, snapshotVersionStateStoreCkptId,
+    Spark4Replay.checkNoCheckpointIds(this, snapshotVersionStateStoreCkptId,
       endVersionStateStoreCkptId)
     replay(snapshotVersion, endVersion, writable = !readOnly)
   }
@@ -15,7 +15,7 @@ trait SparkLine41Replay extends SupportsFineGrainedReplay { self: SpillStoreProv
   override def replayReadStateFromSnapshot(snapshotVersion: Long, endVersion: Long,
       snapshotVersionStateStoreCkptId: Option[String],
       endVersionStateStoreCkptId: Option[String]): ReadStateStore = {
-    SparkLine4Replay.checkNoCheckpointIds(this, snapshotVersionStateStoreCkptId,
+    Spark4Replay.checkNoCheckpointIds(this, snapshotVersionStateStoreCkptId,
       endVersionStateStoreCkptId)
     replay(snapshotVersion, endVersion, writable = false)
   }
@@ -23,7 +23,7 @@ trait SparkLine41Replay extends SupportsFineGrainedReplay { self: SpillStoreProv
   override def getStateStoreChangeDataReader(startVersion: Long, endVersion: Long,
       colFamilyNameOpt: Option[String], endVersionStateStoreCkptId: Option[String])
       : SpillStoreChangeData.Reader = {
-    SparkLine4Replay.checkNoCheckpointIds(this, endVersionStateStoreCkptId)
-    SparkLine4Replay.changeDataReader(this, startVersion, endVersion, colFamilyNameOpt)
+    Spark4Replay.checkNoCheckpointIds(this, endVersionStateStoreCkptId)
+    Spark4Replay.changeDataReader(this, startVersion, endVersion, colFamilyNameOpt)
   }
 }

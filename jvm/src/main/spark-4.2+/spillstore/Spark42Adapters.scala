@@ -7,7 +7,7 @@ import spillstore.checkpoint.ForeignFiles
 import spillstore.metrics.SnapshotLag
 
 /** 4.2's getStore (forceSnapshotOnCommit, loadEmpty) and upgrade, kept by 4.3. */
-trait SparkLine42Provider extends SparkLine4Provider with SparkLine41Replay with SnapshotLag.Provider {
+trait Spark42ProviderAdapter extends Spark4ProviderAdapter with Spark41Replay with SnapshotLag.Provider {
   self: SpillStoreProvider =>
   override def getStore(
       version: Long,
@@ -45,7 +45,7 @@ trait SparkLine42Provider extends SparkLine4Provider with SparkLine41Replay with
 }
 
 /** The read calls 4.2 made abstract (or added with a default spillstore does better). */
-trait SparkLine42Store extends SparkLine41Store { self: SpillStateStore =>
+trait Spark42StoreAdapter extends Spark41StoreAdapter { self: SpillStateStore =>
   override def multiGet(keys: Array[UnsafeRow], colFamilyName: String): Iterator[UnsafeRow] =
     keys.iterator.map(get(_, colFamilyName))
 
