@@ -45,7 +45,7 @@ import spillstore.tiered.{Lease, TieredState}
  *  - Relief rounds of the executor's memory manager spill the live state only while it is idle.
  *  - On remote storage a pool thread opens a write store's journal file while its batch runs
  *    (`checkpoint.EarlyFile`); it touches that file only, and the commit takes it.
- * Which live state, at which version, with which batch open: `LiveSlot`, changed only under
+ * Which live state, at which version, with which batch open: `LiveStateHolder`, changed only under
  * the provider's monitor.
  */
 class SpillStoreProvider extends JarLine.Checked with ProviderAdapter with Logging {
@@ -56,14 +56,14 @@ class SpillStoreProvider extends JarLine.Checked with ProviderAdapter with Loggi
   private var conf: SpillStoreConf = _
   private var hadoopConf: Configuration = _
   private var dir: CheckpointDir = _
-  private var slot: LiveSlot = _
+  private var liveHolder: LiveStateHolder = _
   private var snapshotter: Snapshotter = _
   private var cleaner: Cleaner = _
   private val fileMaintenance = new ReentrantLock()
   private[spillstore] var memory: MemoryManager = _
 
-  /** The live state (see [[LiveSlot]]). */
-  private[spillstore] def live: TieredState = slot.live
+  /** The live state (see [[LiveStateHolder]]). */
+  private[spillstore] def live: TieredState = liveHolder.live
 
   /** What init rejects: a capability spillstore does not have yet. */
   private[spillstore] def reject(stateStoreId: StateStoreId, what: String): Nothing =
@@ -100,7 +100,8 @@ class SpillStoreProvider extends JarLine.Checked with ProviderAdapter with Loggi
       memory.register(s, conf.memory)
       s
     }
-    this.slot = new LiveSlot(newLiveState, new Recovery(dir, () => conf.localDir), stateStoreId.toString)
+    this.liveHolder = new LiveStateHolder(newLiveState, new Recovery(dir, () => conf.localDir),
+      stateStoreId.toString)
     this.snapshotter = new Snapshotter(dir, () => conf.localDir)
     this.cleaner = new Cleaner(dir)
   }
@@ -139,7 +140,7 @@ class SpillStoreProvider extends JarLine.Checked with ProviderAdapter with Loggi
     val holder = task.map(t => s"task attempt $taskAttemptId (partition ${t.partitionId()})")
       .getOrElse("a store opened outside a task") + s" of $this"
     synchronized {
-      slot.reclaimDoomed()
+      liveHolder.reclaimDoomed()
       val current = live.ownership.current
       val (lease, fresh) =
         if (upgrading != null) {
@@ -158,12 +159,12 @@ class SpillStoreProvider extends JarLine.Checked with ProviderAdapter with Loggi
             // it to free and this attempt loads a new one.
             logWarning(s"$holder takes over from ${current.holder}, whose store was still open; " +
               "its batch is discarded and the version reloaded from the checkpoint")
-            slot.takeOver()
+            liveHolder.takeOver()
           }
           (live.ownership.acquire(holder, taskAttemptId, holderIdle(task)), true)
         }
-      slot.opening(writable, version)
-      try slot.load(version, replayFrom) catch {
+      liveHolder.opening(writable, version)
+      try liveHolder.load(version, replayFrom) catch {
         case e: Throwable =>
           if (fresh) live.release(lease, s"loading version $version failed: $e")
           throw e
@@ -178,7 +179,7 @@ class SpillStoreProvider extends JarLine.Checked with ProviderAdapter with Loggi
         store.snapshotsRepaired = dir.takeRepairedSnapshots()
         store.maintenanceFailures = maintenanceFailures.getAndSet(0)
       }
-      slot.opened(store)
+      liveHolder.opened(store)
       // Its journal is written at commit: on remote storage, opened while the batch runs.
       if (writable) dir.openEarly(StateFile.Journal, version + 1)
       // Spark never releases read stores (4.1+), so the task's end is when the state is idle.
@@ -217,7 +218,7 @@ class SpillStoreProvider extends JarLine.Checked with ProviderAdapter with Loggi
   private def finish(lease: Lease): Unit = synchronized {
     if (!live.ownership.holds(lease)) lease.state.ownership.freeIfDoomedBy(lease)
     else {
-      slot.abortOpenBatch()
+      liveHolder.abortOpenBatch()
       dir.dropEarly()
       live.release(lease, "its task ended")
     }
@@ -236,7 +237,7 @@ class SpillStoreProvider extends JarLine.Checked with ProviderAdapter with Loggi
         throw new IllegalStateException(s"Cannot commit $store: its lease on the live state " +
           s"ended (${store.lease.endedBy}); its changes were discarded")
       }
-      if (store.state != SpillStateStore.Updating || !store.isWritable || !slot.isWriter(store)) {
+      if (store.state != SpillStateStore.Updating || !store.isWritable || !liveHolder.isWriter(store)) {
         throw new IllegalStateException(s"Cannot commit $store: it is ${store.state.name}" +
           (if (store.isWritable) "" else " and read-only"))
       }
@@ -251,14 +252,14 @@ class SpillStoreProvider extends JarLine.Checked with ProviderAdapter with Loggi
         case NonFatal(e) =>
           logWarning(s"$storeId: version $newVersion is durable but the live state could not " +
             s"apply it ($e); dropping the live state, to be reloaded from the checkpoint")
-          endBatch(store, SpillStateStore.Aborted, "its commit failed")(slot.drop())
+          endBatch(store, SpillStateStore.Aborted, "its commit failed")(liveHolder.drop())
           throw SpillStoreSparkBridge.cannotCommit(store.toString, e)
       }
       val end = System.nanoTime()
       val nanos = end - start
       val millis = nanos / 1000000
       ExecutorStats.addCommit(written.bytes, written.records, nanos)
-      slot.committed(newVersion)
+      liveHolder.committed(newVersion)
       knownCommitted(newVersion)
       repairPastDamagedJournal(newVersion)
       var stats: CommitStats = null
@@ -329,7 +330,7 @@ class SpillStoreProvider extends JarLine.Checked with ProviderAdapter with Loggi
   private def endBatch(store: SpillStateStore, to: SpillStateStore.State, why: String,
       lastLook: () => Unit = () => ())(change: => Unit): Unit = {
     try change finally {
-      slot.ended(store)
+      liveHolder.ended(store)
       store.state = to
       live.release(store.lease, why, lastLook)
     }
@@ -341,7 +342,7 @@ class SpillStoreProvider extends JarLine.Checked with ProviderAdapter with Loggi
       if (store.state == SpillStateStore.Updating) store.state = SpillStateStore.Aborted
     } else if (store.state == SpillStateStore.Updating) {
       if (store.isWritable) {
-        if (slot.isWriter(store)) {
+        if (liveHolder.isWriter(store)) {
           dir.dropEarly()
           endBatch(store, SpillStateStore.Aborted, "aborted")(live.abortBatch())
         }
@@ -349,7 +350,7 @@ class SpillStoreProvider extends JarLine.Checked with ProviderAdapter with Loggi
       } else {
         // A read store ends its lease only when no write store of the lease has a batch open.
         store.state = SpillStateStore.Released
-        if (!slot.batchOpenUnder(store)) live.release(store.lease, "released")
+        if (!liveHolder.batchOpenUnder(store)) live.release(store.lease, "released")
       }
     }
   }
@@ -368,7 +369,7 @@ class SpillStoreProvider extends JarLine.Checked with ProviderAdapter with Loggi
   private[spillstore] def snapshotMaintenance(): Unit = maintaining("snapshot")(snapshot(None))
 
   private[spillstore] def cleanupMaintenance(): Unit = maintaining("cleanup") {
-    if (slot != null) synchronized(slot.reclaimDoomed())
+    if (liveHolder != null) synchronized(liveHolder.reclaimDoomed())
     withFileMaintenance(cleaner.cleanup(conf.minVersionsToRetain))
   }
 
@@ -432,11 +433,11 @@ class SpillStoreProvider extends JarLine.Checked with ProviderAdapter with Loggi
    * holder to free between its calls (its next call throws) or at its end; a doomed state
    * whose holder is already gone is freed here.
    */
-  override def close(): Unit = if (slot != null) synchronized {
+  override def close(): Unit = if (liveHolder != null) synchronized {
     // Spark may unload a provider more than once; figures as last published (a task may own it)
-    if (!live.ownership.isClosed) logInfo(s"Unloading $this (version ${slot.loadedVersion}, " +
+    if (!live.ownership.isClosed) logInfo(s"Unloading $this (version ${liveHolder.loadedVersion}, " +
       s"${live.heapEntries} entries on the heap, ${live.spilledBytes} bytes in the cold tier)")
-    slot.unload()
+    liveHolder.unload()
     dir.dropEarly()
   }
 

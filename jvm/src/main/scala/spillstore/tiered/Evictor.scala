@@ -4,7 +4,7 @@ import java.util.concurrent.atomic.AtomicReference
 
 import org.apache.spark.unsafe.Platform
 
-import spillstore.cold.{ColdKeys, ColdWrite}
+import spillstore.cold.{ColdKeys, WriteBatchBytes}
 import spillstore.heap.HeapTier
 
 /**
@@ -15,7 +15,7 @@ import spillstore.heap.HeapTier
  * state owned leaves a shrink request instead (volatile), which the owner honours at its next
  * growth report or as it lets go.
  */
-private[tiered] final class Evictor(heap: HeapTier, cold: ColdSide, counting: TierCounting,
+private[tiered] final class Evictor(heap: HeapTier, cold: StateColdTier, counting: TierCounting,
     iterators: LiveIterators, publish: () => Unit) {
   import Evictor._
 
@@ -88,7 +88,7 @@ private[tiered] final class Evictor(heap: HeapTier, cold: ColdSide, counting: Ti
       victims(n) = victim
       n += 1
       freed += heap.entryBytes(victim)
-      writeBytes += ColdWrite.putBytes(heap.keyLength(victim), heap.valueLength(victim))
+      writeBytes += WriteBatchBytes.putBytes(heap.keyLength(victim), heap.valueLength(victim))
     }
     if (n == 0) return 0
     // RocksDB first: if the write fails, the heap still has every entry.
@@ -119,7 +119,7 @@ private[tiered] final class Evictor(heap: HeapTier, cold: ColdSide, counting: Ti
 
   /** Writes the victims whose value RocksDB lacks, in one write; returns how many. */
   private def writeBack(victims: Array[Int], count: Int): Int = {
-    val puts = new ColdPuts(count)
+    val puts = new KeyOrderedPuts(count)
     var i = 0
     while (i < count) {
       val v = victims(i)
@@ -158,7 +158,7 @@ object Evictor {
 
   /**
    * Bytes of puts per RocksDB write (victims are added until the write reaches it): keeps the
-   * write's one array ([[ColdWrite]]) below G1's humongous size for entries of up to a few KB.
+   * write's one array ([[WriteBatchBytes]]) below G1's humongous size for entries of up to a few KB.
    */
   private[tiered] val MaxBytesPerWrite = 256 << 10
 }

@@ -14,7 +14,7 @@ import spillstore.heap.{HeapTier, KeyValue, PrefixIndex}
  * eviction waits (RocksDB and the heap's slots must not change under it). Only the state's
  * current user touches it (see `Ownership`).
  */
-private[tiered] final class LiveIterators(state: TieredState, heap: HeapTier, cold: ColdSide,
+private[tiered] final class LiveIterators(state: TieredState, heap: HeapTier, cold: StateColdTier,
     prefixIndex: Option[PrefixIndex]) {
   /** Iterators of this batch not yet exhausted or closed. */
   private var open = 0

@@ -26,9 +26,9 @@ import spillstore.metrics.TierCounters
  * RocksDB holds for it. That keeps journals, the key count and the cold tier exact.
  *
  * Its parts, each with one job: `Ownership` (who may use the state, when: the lease and phase
- * table), `HeapTier` and `ColdSide` (the two tiers), `LiveIterators` (the batch's
+ * table), `HeapTier` and `StateColdTier` (the two tiers), `LiveIterators` (the batch's
  * iterations), `Evictor` (write-back to RocksDB) and `TierCounting`. This class is the
- * two-tier view over them (reads, writes, the batch's end, recovery; `ColdLoad` takes what a
+ * two-tier view over them (reads, writes, the batch's end, recovery; `LoadPastBudget` takes what a
  * snapshot load brings past the budget) and the memory manager's `Spillable`: it reports
  * growth to its `Budget` and evicts what that asks, and publishes its sizes in volatile
  * fields, which relief rounds read from any thread.
@@ -43,7 +43,7 @@ final class TieredState(
   import TieredState._
 
   val heap = new HeapTier(prefixIndex.getOrElse(HeapTier.NoListener))
-  private val cold = new ColdSide(name, prefixIndex, localDir,
+  private val cold = new StateColdTier(name, prefixIndex, localDir,
     math.min(ColdKeyFilter.MaxBytes, budget.fixedShareBytes), openCold,
     budget.reserveFixed(this, _), budget.releaseFixed(this, _))
   private val counting = new TierCounting
@@ -277,7 +277,7 @@ final class TieredState(
    * Loads a committed version into this cleared state: `read` calls its argument with each
    * entry, once, in unsigned key order (a snapshot merged with its journals,
    * `checkpoint.MergedVersion`), and returns once its files are verified. Entries go to the heap
-   * until the budget first asks this state to evict; from then on `ColdLoad` writes the rest
+   * until the budget first asks this state to evict; from then on `LoadPastBudget` writes the rest
    * straight to the cold tier (and, for plain keys, the heap's share too, so that the entries
    * the first batches evict are already there). The load itself evicts nothing; what the budget
    * asks is evicted at its end. Keys are unique, so unlike [[applyCommitted]] it never asks the
@@ -285,7 +285,7 @@ final class TieredState(
    * before another try.
    */
   def loadVersion(read: ((Array[Byte], Array[Byte]) => Unit) => Unit): Unit = {
-    var toCold: ColdLoad = null
+    var toCold: LoadPastBudget = null
     try {
       read { (key, value) =>
         committedKeys += 1
@@ -294,7 +294,7 @@ final class TieredState(
           val before = heap.allocatedBytes
           heap.insertCommitted(HeapTier.hashOf(key), key, value, HeapTier.ColdAbsent)
           if (grew(heap.allocatedBytes - before, evict = false)) {
-            toCold = ColdLoad(cold, heap, () => committedKeys)
+            toCold = LoadPastBudget(cold, heap, () => committedKeys)
           }
         }
       }

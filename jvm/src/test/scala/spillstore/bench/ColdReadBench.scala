@@ -8,7 +8,7 @@ import scala.util.Random
 import org.apache.commons.io.FileUtils
 import org.rocksdb._
 
-import spillstore.cold.{ColdMemory, ColdTier, ColdWrite}
+import spillstore.cold.{ColdMemory, ColdTier, WriteBatchBytes}
 import spillstore.heap.KeyOrder
 
 /**
@@ -89,7 +89,7 @@ object ColdReadBench {
     while (done < keys) {
       val n = math.min(perWrite, keys - done)
       val kv = Array.tabulate(n) { i => written(done + i) = rnd.nextLong(); entry(written(done + i), 40) }
-      val w = new ColdWrite(n * ColdWrite.putBytes(16, 24))
+      val w = new WriteBatchBytes(n * WriteBatchBytes.putBytes(16, 24))
       KeyOrder.order(kv, new Array[Int](n), Array.fill(n)(16), n)
         .foreach(k => w.put(kv(k), 0, 16, kv(k), 16, 24))
       val batch = w.toWriteBatch

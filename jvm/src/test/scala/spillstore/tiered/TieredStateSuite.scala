@@ -95,7 +95,7 @@ class TieredStateSuite extends AnyFunSuite with BeforeAndAfterAll {
     assert(s.get(key(123)) != null && s.get(key(199999)) != null && s.get(key(200000)) == null)
   }
 
-  /** The keys of a write batch's puts, in order (its format: spillstore.cold.ColdWriteSuite). */
+  /** The keys of a write batch's puts, in order (its format: spillstore.cold.WriteBatchBytesSuite). */
   private def putKeys(batch: WriteBatch): Seq[Seq[Byte]] = {
     val data = batch.data()
     var at = 12

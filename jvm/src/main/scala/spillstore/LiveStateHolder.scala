@@ -22,7 +22,7 @@ import spillstore.tiered.TieredState
  * Every method but [[live]] runs under the provider's monitor, which opens, commits, aborts,
  * task ends and unloads take; store calls never take it.
  */
-private[spillstore] final class LiveSlot(newLiveState: () => TieredState, recovery: Recovery,
+private[spillstore] final class LiveStateHolder(newLiveState: () => TieredState, recovery: Recovery,
     name: String) extends Logging {
   @volatile private var current: TieredState = newLiveState()
   private var version = -1L

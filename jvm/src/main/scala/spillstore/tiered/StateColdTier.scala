@@ -16,7 +16,7 @@ import spillstore.heap.PrefixIndex
  * current user touches it (see `Ownership`); RocksDB is read only by that user, never by a
  * metrics thread.
  */
-private[tiered] final class ColdSide(name: String, prefixIndex: Option[PrefixIndex],
+private[tiered] final class StateColdTier(name: String, prefixIndex: Option[PrefixIndex],
     localDir: () => File, filterMaxBytes: Long, openCold: (File, String) => ColdTier,
     reserveFilter: Long => Boolean, releaseFilter: Long => Unit)
   extends Logging {

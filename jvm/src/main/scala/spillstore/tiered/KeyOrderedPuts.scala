@@ -2,7 +2,7 @@ package spillstore.tiered
 
 import org.rocksdb.WriteBatch
 
-import spillstore.cold.ColdWrite
+import spillstore.cold.WriteBatchBytes
 import spillstore.heap.KeyOrder
 
 /**
@@ -10,12 +10,12 @@ import spillstore.heap.KeyOrder
  * or a key and a value read from a snapshot), written in key order: then RocksDB's memtable
  * inserts each key next to where the previous one went (its skip list keeps that position):
  * 583 ns a key written against 753 in eviction order, sorting included
- * (`spillstore.bench.ColdWriteBench`, 7,490 16-byte keys a write). The bytes are copied once,
- * into the [[ColdWrite]]; the arrays are only referenced until then.
+ * (`spillstore.bench.WriteBatchBytesBench`, 7,490 16-byte keys a write). The bytes are copied once,
+ * into the [[WriteBatchBytes]]; the arrays are only referenced until then.
  *
  * Filled and written by one thread: an eviction, or a snapshot load past the budget.
  */
-private[tiered] final class ColdPuts(capacity: Int) {
+private[tiered] final class KeyOrderedPuts(capacity: Int) {
   private val keys = new Array[Array[Byte]](capacity)
   private val keyOffsets = new Array[Int](capacity)
   private val keyLengths = new Array[Int](capacity)
@@ -35,13 +35,13 @@ private[tiered] final class ColdPuts(capacity: Int) {
     if (n == capacity) throw new IllegalStateException(s"$this is full")
     keys(n) = key; keyOffsets(n) = keyOffset; keyLengths(n) = keyLength
     values(n) = value; valueOffsets(n) = valueOffset; valueLengths(n) = valueLength
-    bytes += ColdWrite.putBytes(keyLength, valueLength)
+    bytes += WriteBatchBytes.putBytes(keyLength, valueLength)
     n += 1
   }
 
   /** The puts as one RocksDB write batch, in key order; the caller closes it. */
   def toWriteBatch: WriteBatch = {
-    val write = new ColdWrite(Math.toIntExact(bytes))
+    val write = new WriteBatchBytes(Math.toIntExact(bytes))
     KeyOrder.order(keys, keyOffsets, keyLengths, n).foreach { j =>
       write.put(keys(j), keyOffsets(j), keyLengths(j), values(j), valueOffsets(j), valueLengths(j))
     }
@@ -56,5 +56,5 @@ private[tiered] final class ColdPuts(capacity: Int) {
     bytes = 0
   }
 
-  override def toString: String = s"ColdPuts($n of $capacity puts, $bytes bytes)"
+  override def toString: String = s"KeyOrderedPuts($n of $capacity puts, $bytes bytes)"
 }

@@ -8,27 +8,27 @@ import scala.util.Random
 import org.apache.commons.io.FileUtils
 import org.rocksdb.WriteBatch
 
-import spillstore.cold.{ColdTier, ColdWrite}
+import spillstore.cold.{ColdTier, WriteBatchBytes}
 import spillstore.heap.KeyOrder
 
 /**
  * What an eviction's RocksDB write costs per key, three ways: `WriteBatch.put` per entry in
- * eviction order (RocksDB's Java API as is), one [[ColdWrite]] in eviction order, and one
- * ColdWrite in key order (what eviction does). Each way writes the same random keys (16-byte
+ * eviction order (RocksDB's Java API as is), one [[WriteBatchBytes]] in eviction order, and one
+ * WriteBatchBytes in key order (what eviction does). Each way writes the same random keys (16-byte
  * UnsafeRow-like: 8 zero bytes, then a long) with 16-byte values, in writes of `perWrite`, into a
  * fresh cold tier; the ways alternate, `rounds` times.
  *
- *   bin/sbt "spillstore/Test/runMain spillstore.bench.ColdWriteBench keys=3000000 perWrite=7490 rounds=3"
+ *   bin/sbt "spillstore/Test/runMain spillstore.bench.WriteBatchBytesBench keys=3000000 perWrite=7490 rounds=3"
  */
-object ColdWriteBench {
-  private val Ways = Seq("put per entry, eviction order", "ColdWrite, eviction order", "ColdWrite, key order")
+object WriteBatchBytesBench {
+  private val Ways = Seq("put per entry, eviction order", "WriteBatchBytes, eviction order", "WriteBatchBytes, key order")
 
   def main(args: Array[String]): Unit = {
     val opts = BenchArgs.ints(args)
     val keys = opts.getOrElse("keys", 3000000)
     val perWrite = opts.getOrElse("perWrite", 7490)
     val rounds = opts.getOrElse("rounds", 3)
-    println(s"ColdWriteBench: $keys keys, $perWrite a write, $rounds rounds")
+    println(s"WriteBatchBytesBench: $keys keys, $perWrite a write, $rounds rounds")
     val root = Files.createTempDirectory("cold-write-bench").toFile
     try {
       val results = Ways.map(_ -> Seq.newBuilder[Double]).toMap
@@ -77,7 +77,7 @@ object ColdWriteBench {
           b
         } else {
           val order = if (way == Ways(2)) KeyOrder.order(kv, new Array[Int](n), keyLengths, n) else Array.tabulate(n)(identity)
-          val w = new ColdWrite(n * ColdWrite.putBytes(16, 16))
+          val w = new WriteBatchBytes(n * WriteBatchBytes.putBytes(16, 16))
           order.foreach(k => w.put(kv(k), 0, 16, kv(k), 16, 16))
           w.toWriteBatch
         }

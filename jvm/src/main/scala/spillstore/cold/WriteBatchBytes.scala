@@ -10,7 +10,7 @@ import org.rocksdb.WriteBatch
  * call that copies its key and value out of Java arrays (a copy each, beforehand, to get arrays
  * of exactly the key and the value). Here the bytes are copied once, from the entry's packed
  * array into one array that crosses JNI once: 838 ns a key written became 753
- * (`spillstore.bench.ColdWriteBench`, 16-byte keys and values, rocksdbjni 9.8.4).
+ * (`spillstore.bench.WriteBatchBytesBench`, 16-byte keys and values, rocksdbjni 9.8.4).
  *
  * The format, stable since RocksDB's first releases and checked against `WriteBatch.data()` in
  * this package's tests: a 12-byte header (sequence number, 8 bytes little-endian, set by
@@ -19,8 +19,8 @@ import org.rocksdb.WriteBatch
  *
  * Not thread-safe: one eviction fills and hands over one instance.
  */
-final class ColdWrite(capacityBytes: Int) {
-  import ColdWrite._
+final class WriteBatchBytes(capacityBytes: Int) {
+  import WriteBatchBytes._
 
   private val bytes = new Array[Byte](HeaderBytes + capacityBytes)
   private var at = HeaderBytes
@@ -61,14 +61,14 @@ final class ColdWrite(capacityBytes: Int) {
     at += length
   }
 
-  override def toString: String = s"ColdWrite($count puts)"
+  override def toString: String = s"WriteBatchBytes($count puts)"
 }
 
-object ColdWrite {
+object WriteBatchBytes {
   private val HeaderBytes = 12
   private val TypeValue: Byte = 1
 
-  /** Bytes one put takes in a write: size a [[ColdWrite]] with the sum over its puts. */
+  /** Bytes one put takes in a write: size a [[WriteBatchBytes]] with the sum over its puts. */
   def putBytes(keyLength: Int, valueLength: Int): Int =
     1 + varintBytes(keyLength) + keyLength + varintBytes(valueLength) + valueLength
 

@@ -9,7 +9,7 @@ import org.scalatest.funsuite.AnyFunSuite
 
 import spillstore.TempDirs.withTempDir
 
-class ColdWriteSuite extends AnyFunSuite {
+class WriteBatchBytesSuite extends AnyFunSuite {
   private val rnd = new Random(11)
   private def bytes(n: Int): Array[Byte] = { val b = new Array[Byte](n); rnd.nextBytes(b); b }
 
@@ -19,9 +19,9 @@ class ColdWriteSuite extends AnyFunSuite {
       Seq(bytes(1 + rnd.nextInt(20)) -> bytes(n), bytes(math.max(1, n)) -> bytes(rnd.nextInt(40)))
     }
 
-  /** The puts as a ColdWrite, each key and value at an offset inside a larger array. */
-  private def coldWrite(ps: Seq[(Array[Byte], Array[Byte])]): ColdWrite = {
-    val w = new ColdWrite(ps.map { case (k, v) => ColdWrite.putBytes(k.length, v.length) }.sum)
+  /** The puts as a WriteBatchBytes, each key and value at an offset inside a larger array. */
+  private def coldWrite(ps: Seq[(Array[Byte], Array[Byte])]): WriteBatchBytes = {
+    val w = new WriteBatchBytes(ps.map { case (k, v) => WriteBatchBytes.putBytes(k.length, v.length) }.sum)
     ps.foreach { case (k, v) =>
       val key = bytes(3) ++ k ++ bytes(2)
       val value = bytes(5) ++ v
@@ -30,7 +30,7 @@ class ColdWriteSuite extends AnyFunSuite {
     w
   }
 
-  test("a ColdWrite is byte for byte the write batch RocksDB builds from the same puts") {
+  test("a WriteBatchBytes is byte for byte the write batch RocksDB builds from the same puts") {
     val ours = coldWrite(puts).toWriteBatch
     val theirs = new WriteBatch()
     try {
@@ -40,7 +40,7 @@ class ColdWriteSuite extends AnyFunSuite {
     } finally { ours.close(); theirs.close() }
   }
 
-  test("a ColdWrite's puts reach RocksDB: every key reads back its value") {
+  test("a WriteBatchBytes's puts reach RocksDB: every key reads back its value") {
     withTempDir("cold-write") { root =>
       val tier = new ColdTier(new File(root, "tier"))
       try {
@@ -51,11 +51,11 @@ class ColdWriteSuite extends AnyFunSuite {
     }
   }
 
-  test("a ColdWrite sized for other puts is refused with a message, not handed to RocksDB") {
-    val tooSmall = new ColdWrite(ColdWrite.putBytes(4, 4))
+  test("a WriteBatchBytes sized for other puts is refused with a message, not handed to RocksDB") {
+    val tooSmall = new WriteBatchBytes(WriteBatchBytes.putBytes(4, 4))
     val e = intercept[IllegalStateException](tooSmall.put(bytes(4), 0, 4, bytes(5), 0, 5))
     assert(e.getMessage.contains("does not fit"), e.getMessage)
-    val tooLarge = new ColdWrite(ColdWrite.putBytes(4, 4) + 1)
+    val tooLarge = new WriteBatchBytes(WriteBatchBytes.putBytes(4, 4) + 1)
     tooLarge.put(bytes(4), 0, 4, bytes(4), 0, 4)
     val e2 = intercept[IllegalStateException](tooLarge.toWriteBatch)
     assert(e2.getMessage.contains("sized wrongly"), e2.getMessage)

@@ -17,21 +17,21 @@ import spillstore.heap.HeapTier
  * of them and nothing is read first. Used by the state's owner only, for the one load it belongs
  * to; [[close]] lets go of what a failed load left open (the next load clears the state).
  */
-private[tiered] sealed trait ColdLoad extends AutoCloseable {
+private[tiered] sealed trait LoadPastBudget extends AutoCloseable {
   def add(key: Array[Byte], value: Array[Byte]): Unit
   /** Writes what is pending: the load read its version to the end. */
   def finish(): Unit
   override def close(): Unit = ()
 }
 
-private[tiered] object ColdLoad {
+private[tiered] object LoadPastBudget {
   /**
    * Starts the cold part of a load once `heap` holds its share: the entries loaded so far, in
    * slots of their key order, none evicted.
    *
    * @param expectedKeys what the cold-key filter is sized for if this load opens its first layer
    */
-  def apply(cold: ColdSide, heap: HeapTier, expectedKeys: () => Long): ColdLoad =
+  def apply(cold: StateColdTier, heap: HeapTier, expectedKeys: () => Long): LoadPastBudget =
     if (cold.keys eq ColdKeys.Plain) new IntoFiles(cold, heap, expectedKeys)
     else new InBatches(cold, expectedKeys)
 
@@ -53,8 +53,8 @@ private[tiered] object ColdLoad {
    * one is then dropped instead of written (a sequential file write at the load instead of a
    * RocksDB write per promoted key).
    */
-  private final class IntoFiles(cold: ColdSide, heap: HeapTier, expectedKeys: () => Long)
-    extends ColdLoad {
+  private final class IntoFiles(cold: StateColdTier, heap: HeapTier, expectedKeys: () => Long)
+    extends LoadPastBudget {
     private var file: ColdTier.SortedFile = _
     private var last: Array[Byte] = _
     private var sinceSizeCheck = 0
@@ -103,11 +103,11 @@ private[tiered] object ColdLoad {
 
   /**
    * A prefix store's cold keys sort by prefix first, not in the order they arrive: they go in
-   * sorted write batches of bounded size ([[ColdPuts]]). A key is counted in the tier once its
+   * sorted write batches of bounded size ([[KeyOrderedPuts]]). A key is counted in the tier once its
    * write is done.
    */
-  private final class InBatches(cold: ColdSide, expectedKeys: () => Long) extends ColdLoad {
-    private val puts = new ColdPuts(Evictor.MaxVictimsPerWrite)
+  private final class InBatches(cold: StateColdTier, expectedKeys: () => Long) extends LoadPastBudget {
+    private val puts = new KeyOrderedPuts(Evictor.MaxVictimsPerWrite)
     /** The heap form of each pending put's key (its cold form differs for prefix stores). */
     private val heapKeys = new Array[Array[Byte]](Evictor.MaxVictimsPerWrite)
 
