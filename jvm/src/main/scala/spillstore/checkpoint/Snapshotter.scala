@@ -62,14 +62,8 @@ final class Snapshotter(dir: CheckpointDir, spillDir: () => File,
    */
   def snapshotFrom(version: Long, entries: Iterator[(Array[Byte], Array[Byte])]): Unit = {
     val sorted = SortedChanges.sort(dir, entries, runsParent, maxKeysInMemory, maxOpenSources)
-    val written = try {
-      dir.write(StateFile.Snapshot, version) { out =>
-        while (sorted.head != null) {
-          out.put(sorted.head._1, sorted.head._2)
-          sorted.advance()
-        }
-      }
-    } finally sorted.close()
+    val written = try dir.write(StateFile.Snapshot, version)(out => sorted.drain(out.put))
+      finally sorted.close()
     wrote(version, written, "the live state")
   }
 

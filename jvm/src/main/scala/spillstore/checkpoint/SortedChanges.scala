@@ -37,6 +37,13 @@ final class SortedChanges private (sources: IndexedSeq[SortedChanges.Source], on
 
   def advance(): Unit = head = pull()
 
+  /** Hands every record not yet consumed to `visit`, in key order, consuming them. */
+  def drain(visit: (Array[Byte], Array[Byte]) => Unit): Unit =
+    while (head != null) {
+      visit(head._1, head._2)
+      advance()
+    }
+
   private def pull(): (Array[Byte], Array[Byte]) = {
     var min: Array[Byte] = null
     var i = 0
@@ -76,16 +83,11 @@ object SortedChanges {
   /** Merges the journals (base, version] of `dir`; see the class comment. */
   def squash(dir: CheckpointDir, base: Long, version: Long, spillDir: () => File,
       maxKeysInMemory: Int = DefaultMaxKeysInMemory,
-      maxOpenSources: Int = DefaultMaxOpenSources): SortedChanges = {
-    val merge = new MergeBuilder(dir, spillDir, maxKeysInMemory, maxOpenSources)
-    try {
+      maxOpenSources: Int = DefaultMaxOpenSources): SortedChanges =
+    build(dir, spillDir, maxKeysInMemory, maxOpenSources) { merge =>
       var v = base + 1
       while (v <= version) { merge.addJournal(v); v += 1 }
-      merge.result()
-    } catch {
-      case e: Throwable => merge.discard(); throw e
     }
-  }
 
   /**
    * `records` (each key once, in any order) in key order, at most `maxKeysInMemory` of them in
@@ -94,10 +96,17 @@ object SortedChanges {
    */
   def sort(dir: CheckpointDir, records: Iterator[(Array[Byte], Array[Byte])],
       spillDir: () => File, maxKeysInMemory: Int = DefaultMaxKeysInMemory,
-      maxOpenSources: Int = DefaultMaxOpenSources): SortedChanges = {
+      maxOpenSources: Int = DefaultMaxOpenSources): SortedChanges =
+    build(dir, spillDir, maxKeysInMemory, maxOpenSources) { merge =>
+      records.foreach { case (k, v) => merge.addUnsorted(k, v) }
+    }
+
+  /** The merge of the sources `add` gives a builder; what they left is deleted if one fails. */
+  private def build(dir: CheckpointDir, spillDir: () => File, maxKeysInMemory: Int,
+      maxOpenSources: Int)(add: MergeBuilder => Unit): SortedChanges = {
     val merge = new MergeBuilder(dir, spillDir, maxKeysInMemory, maxOpenSources)
     try {
-      records.foreach { case (k, v) => merge.addUnsorted(k, v) }
+      add(merge)
       merge.result()
     } catch {
       case e: Throwable => merge.discard(); throw e
@@ -156,12 +165,7 @@ object SortedChanges {
       closers += close
       if (sources.size >= maxOpenSources) {
         val merged = new SortedChanges(sources.toIndexedSeq, () => ())
-        val run = writeRun { w =>
-          while (merged.head != null) {
-            w.record(merged.head._1, merged.head._2)
-            merged.advance()
-          }
-        }
+        val run = writeRun(w => merged.drain(w.record))
         closers.foreach(_.apply())
         sources.clear(); closers.clear()
         sources += run._1; closers += run._2

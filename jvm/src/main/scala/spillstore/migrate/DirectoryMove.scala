@@ -28,8 +28,9 @@ private[migrate] final class DirectoryMove(fs: FileSystem, val byFile: Boolean) 
       rename(from, to)
       return
     }
-    if (fs.getFileStatus(from).isFile) {
-      moveFile(fs.getFileStatus(from), to)
+    val status = fs.getFileStatus(from)
+    if (status.isFile) {
+      moveFile(status, to)
       halt(1)
       return
     }
