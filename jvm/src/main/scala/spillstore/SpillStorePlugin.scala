@@ -69,7 +69,8 @@ object SpillStorePlugin extends Logging {
       val own = if (local) {
         // The local executor's source: registered here, not by the executor plugin, which
         // runs before the metrics system knows the application id.
-        Seq(SpillStoreMetricsSource.JvmSourceName -> SpillStoreMetricsSource.forThisJvm())
+        Seq(SpillStoreMetricsSource.JvmSourceName ->
+          SpillStoreMetricsSource.forExecutor(ExecutorScope.current.stats))
       } else Nil
       unregister = (own :+ (SpillStoreMetricsSource.ExecutorsSourceName -> executors.registry()))
         .flatMap { case (name, registry) => SpillStoreSparkBridge.registerMetricsSource(name, registry) }
@@ -86,13 +87,16 @@ object SpillStorePlugin extends Logging {
   final class Executor extends ExecutorPlugin {
     private var reporter: ScheduledExecutorService = _
     private var unregister: Option[() => Unit] = None
+    /** This executor's figures: the scope of the SparkEnv the plugin starts in. */
+    private var stats: ExecutorStats = _
 
     override def init(ctx: PluginContext, extraConf: JMap[String, String]): Unit = {
       val interval = reportIntervalMillis(
         Option(extraConf.get(ReportIntervalKey)).getOrElse(DefaultReportInterval))
+      stats = ExecutorScope.current.stats
       if (ctx.executorID != "driver") { // in local mode the driver plugin registers it
         unregister = SpillStoreSparkBridge.registerMetricsSource(
-          SpillStoreMetricsSource.JvmSourceName, SpillStoreMetricsSource.forThisJvm())
+          SpillStoreMetricsSource.JvmSourceName, SpillStoreMetricsSource.forExecutor(stats))
       }
       reporter = Executors.newSingleThreadScheduledExecutor { r =>
         val t = new Thread(r, "spillstore-metrics-report")
@@ -103,7 +107,7 @@ object SpillStorePlugin extends Logging {
     }
 
     private def report(ctx: PluginContext): Unit =
-      try ctx.send(ExecutorReport(ctx.executorID, ExecutorStats.snapshot())) catch {
+      try ctx.send(ExecutorReport(ctx.executorID, stats.snapshot())) catch {
         case NonFatal(e) => logDebug(s"spillstore plugin: report to the driver failed: $e")
       }
 

@@ -61,6 +61,8 @@ class SpillStoreProvider extends JarLine.Checked with ProviderAdapter with Loggi
   private var cleaner: Cleaner = _
   private val fileMaintenance = new ReentrantLock()
   private[spillstore] var memory: MemoryManager = _
+  /** The executor's figures ([[ExecutorScope]]), taken at init. */
+  private[spillstore] var executorStats: ExecutorStats = _
 
   /** The live state (see [[LiveStateHolder]]). */
   private[spillstore] def live: TieredState = liveHolder.live
@@ -87,7 +89,9 @@ class SpillStoreProvider extends JarLine.Checked with ProviderAdapter with Loggi
     this.conf = SpillStoreConf(storeConfs)
     this.hadoopConf = hadoopConf
     this.dir = new CheckpointDir(stateStoreId.storeCheckpointLocation(), hadoopConf, conf.codec)
-    val memory = MemoryManager.get(conf.memory)
+    val scope = ExecutorScope.current
+    this.executorStats = scope.stats
+    val memory = scope.memory(conf.memory)
     this.memory = memory
     ColdMemory.configure(conf.coldTierMemory.getOrElse(
       ColdMemory.defaultFor(conf.memory.budgetFor(Runtime.getRuntime.maxMemory))))
@@ -96,13 +100,13 @@ class SpillStoreProvider extends JarLine.Checked with ProviderAdapter with Loggi
     val newLiveState = () => {
       val s = new TieredState(s"op${stateStoreId.operatorId}-p${stateStoreId.partitionId}-" +
         stateStoreId.storeName, prefixKeyColumns.map(new PrefixIndex(keySchema, _)),
-        () => conf.localDir, memory, coldTiers, onFreed = memory.unregister)
+        () => conf.localDir, memory, executorStats, coldTiers, onFreed = memory.unregister)
       memory.register(s, conf.memory)
       s
     }
     this.liveHolder = new LiveStateHolder(newLiveState, new Recovery(dir, () => conf.localDir),
       stateStoreId.toString)
-    this.snapshotter = new Snapshotter(dir, () => conf.localDir)
+    this.snapshotter = new Snapshotter(dir, () => conf.localDir, executorStats)
     this.cleaner = new Cleaner(dir)
   }
 
@@ -258,7 +262,7 @@ class SpillStoreProvider extends JarLine.Checked with ProviderAdapter with Loggi
       val end = System.nanoTime()
       val nanos = end - start
       val millis = nanos / 1000000
-      ExecutorStats.addCommit(written.bytes, written.records, nanos)
+      executorStats.addCommit(written.bytes, written.records, nanos)
       liveHolder.committed(newVersion)
       knownCommitted(newVersion)
       repairPastDamagedJournal(newVersion)
@@ -388,7 +392,7 @@ class SpillStoreProvider extends JarLine.Checked with ProviderAdapter with Loggi
     try body catch {
       case NonFatal(e) =>
         maintenanceFailures.incrementAndGet()
-        ExecutorStats.maintenanceFailures.inc()
+        executorStats.maintenanceFailures.inc()
         logWarning(s"$what maintenance of $storeId failed; the store keeps running, every " +
           s"committed version stays loadable, and the next maintenance run retries: $e", e)
     }

@@ -11,7 +11,7 @@ import org.scalatest.funsuite.AnyFunSuite
 import org.apache.spark.sql.internal.SqlConfKeys
 
 import spillstore.conf.SparkConfs
-import spillstore.metrics.SpillStoreMetricsSource
+import spillstore.metrics.{ExecutorStats, SpillStoreMetricsSource}
 
 /**
  * The docs' tables against what the code accepts and publishes: the README's conf table against
@@ -45,7 +45,7 @@ class ReadmeSuite extends AnyFunSuite {
   }
 
   test("the monitoring table lists exactly the metrics sources' metrics") {
-    val registries = Seq(SpillStoreMetricsSource.forThisJvm(),
+    val registries = Seq(SpillStoreMetricsSource.forExecutor(new ExecutorStats),
       new SpillStoreMetricsSource.Executors(staleAfterMillis = 1000L).registry())
     val published = registries.flatMap(_.getNames.asScala).toSet
     assertSame(names(firstTable(lines("docs/monitoring.md"), "## Sinks, dashboard, alerts and logs")),

@@ -526,7 +526,7 @@ class SpillStoreBudgetSuite extends AnyFunSuite {
         })
       }
       val models = futures.map(_.get(10, TimeUnit.MINUTES))
-      val manager = spillstore.memory.MemoryManager.get(spillstore.memory.MemoryConf(budgetBytes = Some(budget)))
+      val manager = stores.head.memory // the executor's, which every provider here shares
       assert(manager.totalHeapBytes <= budget, s"idle heap ${manager.totalHeapBytes} > budget $budget")
       stores.zip(models).foreach { case (p, model) =>
         val s = p.getReadStore(batches)

@@ -22,7 +22,7 @@ import spillstore.metrics.ExecutorStats
  * or a task committing with a forced snapshot; the provider lets one at a time snapshot) and
  * read by any thread (task threads, for the store's metrics).
  */
-final class Snapshotter(dir: CheckpointDir, spillDir: () => File,
+final class Snapshotter(dir: CheckpointDir, spillDir: () => File, stats: ExecutorStats,
     maxKeysInMemory: Int = SortedChanges.DefaultMaxKeysInMemory,
     maxOpenSources: Int = SortedChanges.DefaultMaxOpenSources) extends Logging {
 
@@ -68,7 +68,7 @@ final class Snapshotter(dir: CheckpointDir, spillDir: () => File,
   }
 
   private def wrote(version: Long, written: CheckpointDir.Written, from: String): Unit = {
-    ExecutorStats.snapshotBytes.inc(written.bytes)
+    stats.snapshotBytes.inc(written.bytes)
     newestWritten.accumulateAndGet(version, (a: Long, b: Long) => math.max(a, b))
     logInfo(s"Wrote snapshot of version $version to ${dir.path} (${written.records} " +
       s"entries, ${written.bytes} bytes, from $from)")

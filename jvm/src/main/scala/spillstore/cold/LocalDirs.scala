@@ -13,8 +13,6 @@ import org.apache.commons.io.FileUtils
 
 import org.apache.spark.internal.Logging
 
-import spillstore.metrics.ExecutorStats
-
 /**
  * One directory per JVM under each local-dir parent, so that cold tiers a JVM never closed and
  * snapshot merges it never finished (SIGKILL, OOM kill, lost executor, providers never
@@ -228,7 +226,4 @@ object LocalDirs extends Logging {
         None
     } finally channel.close() // releases the lock, after the delete
   }
-
-  // Last in the body: a metrics thread may call in as soon as this runs.
-  ExecutorStats.registerColdDisk(() => bytesOnDisk())
 }

@@ -1,8 +1,8 @@
 package spillstore.memory
 
-import org.apache.spark.internal.Logging
+import com.codahale.metrics.Counter
 
-import spillstore.metrics.ExecutorStats
+import org.apache.spark.internal.Logging
 
 /**
  * Turns GC readings into the factor, in [MinFactor, 1], by which the
@@ -21,8 +21,10 @@ import spillstore.metrics.ExecutorStats
  *
  * Subscribes to `source` when created, unsubscribes on [[close]]. `onPressure` runs on the
  * source's thread (for the JVM: its notification thread), outside this monitor's lock.
+ * `interventions` counts each lowering of the factor (the executor's figures).
  */
-final class HeapPressureMonitor(source: HeapStatusSource, conf: MemoryConf, onPressure: () => Unit)
+final class HeapPressureMonitor(source: HeapStatusSource, conf: MemoryConf, onPressure: () => Unit,
+    interventions: Counter)
     extends AutoCloseable with Logging {
   import HeapPressureMonitor._
 
@@ -56,7 +58,7 @@ final class HeapPressureMonitor(source: HeapStatusSource, conf: MemoryConf, onPr
         calmReadings = 0
       }
       if (_factor != before) {
-        if (_factor < before) ExecutorStats.pressureInterventions.inc()
+        if (_factor < before) interventions.inc()
         logInfo(f"Heap pressure: ${r.usedBytes >> 20} MB of ${r.maxBytes >> 20} MB tenured " +
           f"heap used after GC (${occupancy * 100}%.0f%%, thresholds: lower the budget at " +
           f"${t.pressureHighThreshold * 100}%.0f%%, restore below ${t.pressureLowThreshold * 100}%.0f%%); " +

@@ -86,13 +86,15 @@ import spillstore.metrics.ExecutorStats
  * @param maxHeapBytes the heap `budgetFraction` applies to
  * @param clock        `System.nanoTime` in production; the time base of `lastUsedNanos`
  * @param heapStatus   where the pressure monitor gets GC readings (when the conf enables it)
+ * @param stats        the executor's figures: relief rounds and pressure interventions count there
  */
 final class MemoryManager(
     initialConf: MemoryConf,
     maxHeapBytes: Long = Runtime.getRuntime.maxMemory,
     clock: () => Long = () => System.nanoTime(),
     heapStatus: HeapStatusSource = JvmHeapStatus,
-    relief: Runnable => Unit = MemoryManager.ReliefThread.execute)
+    relief: Runnable => Unit = MemoryManager.ReliefThread.execute,
+    stats: ExecutorStats = new ExecutorStats)
   extends Budget with AutoCloseable with Logging {
   import MemoryManager._
 
@@ -240,6 +242,16 @@ final class MemoryManager(
   def reservedFixedBytes: Long = fixedReserved.get
   def totalHeapBytes: Long = bytesTotal.get
   def totalEntries: Long = entriesTotal.get
+  /** What the executor-wide gauges show of this manager, read at each poll. */
+  def figures: ExecutorStats.MemoryFigures = new ExecutorStats.MemoryFigures {
+    def effectiveBudgetBytes: Long = status.effectiveBudgetBytes
+    def budgetBytes: Long = status.budgetBytes
+    def heapBytes: Long = status.totalHeapBytes
+    def heapEntries: Long = status.totalEntries
+    def openStores: Long = status.spillables.toLong
+    def coldBytes: Long = totalSpilledBytes
+  }
+
   /** The registered spillables' [[Spillable.spilledBytes]]: for metrics. */
   def totalSpilledBytes: Long = accounts.keySet.iterator.asScala.map(_.spilledBytes).sum
 
@@ -268,7 +280,8 @@ final class MemoryManager(
       maxEntries = newConf.maxEntries
       if (!newConf.pressureMonitor) stopMonitor()
       else if (monitor != null) monitor.configure(newConf)
-      else monitor = new HeapPressureMonitor(heapStatus, newConf, () => pressureChanged())
+      else monitor = new HeapPressureMonitor(heapStatus, newConf, () => pressureChanged(),
+        stats.pressureInterventions)
       updateBudgetInForce()
       true
     }
@@ -351,7 +364,7 @@ final class MemoryManager(
     var again = true
     while (again) {
       val claims = planLock.synchronized(plan(caller))
-      if (claims.nonEmpty) ExecutorStats.reliefRounds.inc()
+      if (claims.nonEmpty) stats.reliefRounds.inc()
       var freed = 0L
       claims.foreach { c =>
         if (c.account ne caller) freed += math.max(0L, spill(c))
@@ -481,31 +494,6 @@ object MemoryManager {
       totalEntries: Long,
       spillables: Int,
       heapOccupancy: Double)
-
-  private var instance: MemoryManager = _
-
-  /**
-   * The executor's manager, created on first use (with `conf` and the JVM's real heap
-   * readings). Providers' confs take effect when they [[MemoryManager.register]].
-   */
-  def get(conf: MemoryConf): MemoryManager = synchronized {
-    if (instance == null) {
-      instance = new MemoryManager(conf)
-      ExecutorStats.registerMemory(figures(instance))
-    }
-    instance
-  }
-
-  /** What the executor-wide gauges show of `m`, read at each poll. */
-  private def figures(m: MemoryManager): ExecutorStats.MemoryFigures =
-    new ExecutorStats.MemoryFigures {
-      def effectiveBudgetBytes: Long = m.status.effectiveBudgetBytes
-      def budgetBytes: Long = m.status.budgetBytes
-      def heapBytes: Long = m.status.totalHeapBytes
-      def heapEntries: Long = m.status.totalEntries
-      def openStores: Long = m.status.spillables.toLong
-      def coldBytes: Long = m.totalSpilledBytes
-    }
 
   /** Runs relief rounds asked for by the pressure monitor: one daemon thread per JVM. */
   private[memory] object ReliefThread {

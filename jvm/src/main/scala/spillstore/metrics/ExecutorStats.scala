@@ -6,8 +6,9 @@ import java.util.concurrent.atomic.LongAdder
 import com.codahale.metrics.{Counter, Timer}
 
 /**
- * Executor-wide figures of every spillstore store in this JVM, for Spark's metrics system
- * (see [[SpillStoreMetricsSource]]): counters since the JVM started, and gauges read when a
+ * Executor-wide figures of every spillstore store of one executor (one
+ * [[spillstore.ExecutorScope]]: in a JVM, one per SparkEnv), for Spark's metrics system (see
+ * [[SpillStoreMetricsSource]]): counters since the executor started, and gauges read when a
  * sink polls.
  *
  * {{{
@@ -20,16 +21,18 @@ import com.codahale.metrics.{Counter, Timer}
  * snapshot bytes    | maintenance threads (Snapshotter)            | same
  * maintenance fails | maintenance threads (the provider)           | same
  * relief, pressure  | the memory manager and its pressure monitor  | same
- * gauge readers     | registered once: the executor's memory       | same (each gauge
- *                   | manager when created, the cold tiers' local   | computes its value
- *                   | directories (LocalDirs) on first use          | at each read)
+ * gauge readers     | registered once, by the executor's scope:    | same (each gauge
+ *                   | its memory manager's figures when created,   | computes its value
+ *                   | the cold tiers' local directories (LocalDirs) | at each read)
  * }}}
  * Counters are Dropwizard's (thread-safe `LongAdder`s); nothing here takes a lock. The hot
  * path (get/put) touches none of it: a state adds its lookups in one step per batch. Metrics
  * reads no other package: what the gauges show is registered by the packages that have it,
- * and reads 0 until then (no store has loaded in this JVM).
+ * and reads 0 until then (no store has loaded in this executor).
  */
-object ExecutorStats {
+final class ExecutorStats {
+  import ExecutorStats.MemoryFigures
+
   private val countersByName = Seq.newBuilder[(String, Counter)]
   private def counter(name: String): Counter = {
     val c = new Counter
@@ -55,17 +58,6 @@ object ExecutorStats {
   /** Commit durations (journal write and cold-tier apply); Dropwizard keeps percentiles. */
   val commitTime = new Timer
   private val commitTimeNanos = new LongAdder
-
-  /** What the memory gauges read at each poll: the executor's memory manager's figures. */
-  trait MemoryFigures {
-    def effectiveBudgetBytes: Long
-    def budgetBytes: Long
-    def heapBytes: Long
-    def heapEntries: Long
-    def openStores: Long
-    /** RocksDB's own size (files and memtables) as the stores last saw it. */
-    def coldBytes: Long
-  }
 
   @volatile private var memory: Option[MemoryFigures] = None
   @volatile private var coldDisk: () => Long = () => 0L
@@ -108,9 +100,6 @@ object ExecutorStats {
     commitTimeNanos.add(nanos)
   }
 
-  /** The names in [[snapshot]]. */
-  def names: Seq[String] = counters.map(_._1) ++ gauges.map(_._1) :+ "commitTimeMs"
-
   /**
    * Every counter and gauge by name, plus the total commit time in ms (a timer does not add up
    * over executors; this does): what an executor reports to the driver.
@@ -119,4 +108,23 @@ object ExecutorStats {
     counters.map { case (n, c) => n -> c.getCount }.toMap ++
       gauges.map { case (n, g) => n -> g() } +
       ("commitTimeMs" -> TimeUnit.NANOSECONDS.toMillis(commitTimeNanos.sum()))
+}
+
+object ExecutorStats {
+  /** What the memory gauges read at each poll: the executor's memory manager's figures. */
+  trait MemoryFigures {
+    def effectiveBudgetBytes: Long
+    def budgetBytes: Long
+    def heapBytes: Long
+    def heapEntries: Long
+    def openStores: Long
+    /** RocksDB's own size (files and memtables) as the stores last saw it. */
+    def coldBytes: Long
+  }
+
+  /** The names in [[ExecutorStats.snapshot]], the same for every instance. */
+  lazy val names: Seq[String] = {
+    val s = new ExecutorStats
+    s.counters.map(_._1) ++ s.gauges.map(_._1) :+ "commitTimeMs"
+  }
 }

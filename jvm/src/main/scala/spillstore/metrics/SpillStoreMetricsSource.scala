@@ -18,12 +18,12 @@ object SpillStoreMetricsSource {
   val JvmSourceName = "spillstore"
   val ExecutorsSourceName = "spillstore.executors"
 
-  /** This JVM's figures. */
-  def forThisJvm(): MetricRegistry = {
+  /** An executor's figures. */
+  def forExecutor(stats: ExecutorStats): MetricRegistry = {
     val r = new MetricRegistry
-    ExecutorStats.counters.foreach { case (name, c) => r.register(name, c) }
-    ExecutorStats.gauges.foreach { case (name, read) => r.register(name, gauge(read())) }
-    r.register("commitTime", ExecutorStats.commitTime)
+    stats.counters.foreach { case (name, c) => r.register(name, c) }
+    stats.gauges.foreach { case (name, read) => r.register(name, gauge(read())) }
+    r.register("commitTime", stats.commitTime)
     r
   }
 

@@ -7,7 +7,7 @@ import org.rocksdb.WriteBatch
 import org.apache.spark.internal.Logging
 
 import spillstore.cold.{ColdKeyFilter, ColdKeys, ColdTier}
-import spillstore.heap.PrefixIndex
+import spillstore.heap.{HeapTier, PrefixIndex}
 
 /**
  * The cold tier as one live state sees it: its RocksDB (opened by the first eviction that writes,
@@ -44,9 +44,27 @@ private[tiered] final class StateColdTier(name: String, prefixIndex: Option[Pref
   /** RocksDB's value of `key`, or null; only when [[mayHold]] said it may be there. */
   def get(key: Array[Byte]): Array[Byte] = tier.get(keys.encode(key))
 
-  /** Writes `batch` (deletes of `deleted` keys RocksDB holds); only while open. */
-  def writeDeletes(batch: WriteBatch, deleted: Int): Unit = {
-    tier.write(batch)
+  /**
+   * Deletes, in one write, the keys the open batch of `heap` removed that RocksDB holds; none
+   * while it is closed. A failed write changes nothing.
+   */
+  def deleteRemoved(heap: HeapTier): Unit = if (isOpen) {
+    val changes = heap.changeList
+    var deleted = 0
+    var batch: WriteBatch = null
+    try {
+      var i = 0
+      while (i < changes.size) {
+        val s = changes.slot(i)
+        if (!heap.isLive(s) && heap.cold(s) != HeapTier.ColdAbsent) {
+          if (batch == null) batch = ColdTier.newBatch()
+          batch.delete(keys.encode(heap.keyBytes(s)))
+          deleted += 1
+        }
+        i += 1
+      }
+      if (batch != null) tier.write(batch)
+    } finally if (batch != null) batch.close()
     count -= deleted
   }
 

@@ -8,14 +8,14 @@ import spillstore.metrics.{ExecutorStats, TierCounters}
  * volatile). A batch reports what happened since the previous one committed; the executor's
  * figures get what happened since they last did.
  */
-private[tiered] final class TierCounting {
+private[tiered] final class TierCounting(executor: ExecutorStats) {
   var hits = 0L
   var misses = 0L
   var coldLoads = 0L
   @volatile var evictions = 0L
   @volatile var writeBacks = 0L
   private var baseline = TierCounters.Zero
-  /** As last added to `ExecutorStats`; under the state's lock. */
+  /** As last added to `executor`; under the state's lock. */
   private var reported = TierCounters.Zero
 
   def now: TierCounters = TierCounters(hits, misses, coldLoads, evictions, writeBacks)
@@ -34,7 +34,7 @@ private[tiered] final class TierCounting {
   /** Adds what happened since the last call to the executor's figures; under the state's lock. */
   def publishToExecutor(): Unit = {
     val current = now
-    ExecutorStats.addTier(current - reported)
+    executor.addTier(current - reported)
     reported = current
   }
 }

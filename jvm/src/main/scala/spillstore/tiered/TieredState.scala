@@ -4,8 +4,6 @@ import java.io.File
 
 import scala.util.control.NonFatal
 
-import org.rocksdb.WriteBatch
-
 import org.apache.spark.internal.Logging
 import org.apache.spark.sql.catalyst.expressions.UnsafeRow
 import org.apache.spark.unsafe.Platform
@@ -14,7 +12,7 @@ import spillstore.checkpoint.StateFile
 import spillstore.cold.{ColdKeyFilter, ColdTier}
 import spillstore.heap.{HeapTier, KeyOrder, KeyValue, PrefixIndex}
 import spillstore.memory.{Budget, Spillable}
-import spillstore.metrics.TierCounters
+import spillstore.metrics.{ExecutorStats, TierCounters}
 
 /**
  * A provider's live state over two tiers: the heap tier (hot entries, the open batch) and the
@@ -38,6 +36,7 @@ final class TieredState(
     prefixIndex: Option[PrefixIndex],
     localDir: () => File,
     budget: Budget,
+    stats: ExecutorStats,
     openCold: (File, String) => ColdTier = ColdTier.create,
     onFreed: TieredState => Unit = _ => ()) extends Spillable with Logging {
   import TieredState._
@@ -46,7 +45,7 @@ final class TieredState(
   private val cold = new StateColdTier(name, prefixIndex, localDir,
     math.min(ColdKeyFilter.MaxBytes, budget.fixedShareBytes), openCold,
     budget.reserveFixed(this, _), budget.releaseFixed(this, _))
-  private val counting = new TierCounting
+  private val counting = new TierCounting(stats)
   private val iterators = new LiveIterators(this, heap, cold, prefixIndex)
   private val evictor = new Evictor(heap, cold, counting, iterators, () => publish())
   /** Who may use this state, and when: callers take, check and end leases there. */
@@ -83,7 +82,15 @@ final class TieredState(
     if (!ownership.holds(l)) { ownership.freeIfDoomedBy(l); false }
     else {
       iterators.endBatch()
-      try { settle(reason); lastLook() } finally ownership.end(l, reason)(publishCounters())
+      // The batch has ended (committed or aborted): an eviction that fails here (the cold
+      // tier's disk) must not fail it; the next growth report or relief round tries again.
+      try {
+        try keepToBudget() catch {
+          case NonFatal(e) => logWarning(s"$this could not evict on release ($reason); the " +
+            s"next batch or relief round retries: ${e.getMessage}", e)
+        }
+        lastLook()
+      } finally ownership.end(l, reason)(publishCounters())
       ownership.freeIfDoomedBy(l)
       // A relief round that asked while the state was still ours found it owned (its
       // trySpill returns 0): now that it is idle and unlocked, honour the request as trySpill
@@ -100,18 +107,6 @@ final class TieredState(
       true
     }
   }
-
-  /**
-   * Keeps to the budget as the owner lets go. Its batch has ended (committed or aborted), so an
-   * eviction that fails here (the cold tier's disk) must not fail the commit or abort that
-   * ended it: it is logged, and the next growth report or relief round tries again.
-   */
-  private def settle(reason: String): Unit =
-    try keepToBudget() catch {
-      case NonFatal(e) =>
-        logWarning(s"$this could not evict on release ($reason); the next batch or relief " +
-          s"round retries: ${e.getMessage}", e)
-    }
 
   /**
    * Unloads: frees the state now if no task owns it; else dooms it, and its owner frees it
@@ -228,23 +223,7 @@ final class TieredState(
    * open, so an abort restores exactly the committed state (entries, cold bookkeeping).
    */
   def commitBatch(): Unit = {
-    val changes = heap.changeList
-    var deleted = 0
-    var deletes: WriteBatch = null
-    try {
-      var i = 0
-      // Only entries the cold tier holds need a delete: none while it is closed.
-      while (cold.isOpen && i < changes.size) {
-        val s = changes.slot(i)
-        if (!heap.isLive(s) && heap.cold(s) != HeapTier.ColdAbsent) {
-          if (deletes == null) deletes = ColdTier.newBatch()
-          deletes.delete(cold.keys.encode(heap.keyBytes(s)))
-          deleted += 1
-        }
-        i += 1
-      }
-      if (deletes != null) cold.writeDeletes(deletes, deleted)
-    } finally if (deletes != null) deletes.close()
+    cold.deleteRemoved(heap)
     committedKeys = numKeys
     heap.commitBatch()
     heap.trimToSize()

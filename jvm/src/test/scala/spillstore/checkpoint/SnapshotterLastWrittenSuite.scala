@@ -3,6 +3,7 @@ package spillstore.checkpoint
 import org.scalatest.funsuite.AnyFunSuite
 
 import spillstore.checkpoint.CheckpointDirs.withDirs
+import spillstore.metrics.ExecutorStats
 
 /** What the snapshot-lag metric (Spark 4.1+) reports: the newest snapshot this snapshotter wrote. */
 class SnapshotterLastWrittenSuite extends AnyFunSuite {
@@ -12,7 +13,7 @@ class SnapshotterLastWrittenSuite extends AnyFunSuite {
   test("-1 until a snapshot is written, then its version; a snapshot not due or not written " +
     "leaves it, and another snapshotter on the same files counts only its own") {
     withDirs("snapshotter-last") { (dir, local) =>
-      val snapshotter = new Snapshotter(dir, () => local)
+      val snapshotter = new Snapshotter(dir, () => local, new ExecutorStats)
       (1L to 3L).foreach(journal(dir, _))
       assert(snapshotter.lastWritten === -1L)
       assert(snapshotter.snapshotIfDue(minDeltas = 4, committed = 3) === None)
@@ -33,7 +34,7 @@ class SnapshotterLastWrittenSuite extends AnyFunSuite {
       assert(snapshotter.lastWritten === 5L)
 
       // A provider loaded anew (another executor) has written nothing yet.
-      assert(new Snapshotter(dir, () => local).lastWritten === -1L)
+      assert(new Snapshotter(dir, () => local, new ExecutorStats).lastWritten === -1L)
     }
   }
 }

@@ -9,6 +9,7 @@ import org.scalatest.funsuite.AnyFunSuite
 
 import spillstore.checkpoint.CheckpointDirs.withDirs
 import spillstore.cold.LocalDirs
+import spillstore.metrics.ExecutorStats
 
 class SnapshotterSuite extends AnyFunSuite {
   private def key(rnd: Random): Array[Byte] = {
@@ -34,7 +35,7 @@ class SnapshotterSuite extends AnyFunSuite {
     for (seed <- 1 to 5) withDirs("snapshotter") { (dir, local) =>
       val rnd = new Random(seed)
       val model = mutable.Map.empty[Seq[Byte], Seq[Byte]]
-      val tiny = new Snapshotter(dir, () => local, maxKeysInMemory = 7, maxOpenSources = 3)
+      val tiny = new Snapshotter(dir, () => local, new ExecutorStats, maxKeysInMemory = 7, maxOpenSources = 3)
       for (v <- 1L to 24L) {
         val batch = mutable.LinkedHashMap.empty[Seq[Byte], Array[Byte]] // squashed, as journals are
         (0 until rnd.nextInt(60)).foreach { _ =>

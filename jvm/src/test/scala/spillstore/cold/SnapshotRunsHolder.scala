@@ -10,6 +10,7 @@ import org.apache.hadoop.fs.Path
 import org.apache.spark.sql.execution.streaming.state.SpillStoreSparkBridge
 
 import spillstore.checkpoint.{CheckpointDir, Snapshotter, StateFile}
+import spillstore.metrics.ExecutorStats
 
 /**
  * A child JVM of LocalDirsSweepSuite: snapshots a checkpoint with its merge runs under the
@@ -31,7 +32,7 @@ object SnapshotRunsHolder {
     assert(Seq("mkfifo", stuck.getPath).! == 0, s"mkfifo $stuck failed")
     println("merging")
     System.out.flush()
-    new Snapshotter(dir, () => new File(args(0)), maxKeysInMemory = 1)
+    new Snapshotter(dir, () => new File(args(0)), new ExecutorStats, maxKeysInMemory = 1)
       .snapshot(3, dir.list())
     sys.error("the merge was to block on the named pipe")
   }

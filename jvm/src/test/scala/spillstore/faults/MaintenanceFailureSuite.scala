@@ -9,7 +9,6 @@ import spillstore.TempDirs
 import spillstore.checkpoint.FaultyFileSystem
 import spillstore.SpillStoreProviderSuite._
 import spillstore.faults.CorruptionRepairSuite.{conf, smallWorkload}
-import spillstore.metrics.ExecutorStats
 
 /**
  * A maintenance run that fails (a damaged file, a storage error) fails nothing else: Spark
@@ -33,11 +32,11 @@ class MaintenanceFailureSuite extends AnyFunSuite {
     withProvider(sqlConf = conf(minDeltas = 4, retain = 100)) { (p, dir) =>
       val expected = smallWorkload(p, versions = 4, seed = 21, maintain = false)
       flipMiddleByte(new File(dir, "2.journal")) // bit rot the live state never reads again
-      val before = ExecutorStats.maintenanceFailures.getCount
+      val before = p.executorStats.maintenanceFailures.getCount
       p.doSnapshotMaintenance() // snapshot of 4: 1..4 merged, 2 cannot be decoded
       p.doMaintenance()         // what 3.5 to 4.2 call
       assert(!new File(dir, "4.snapshot").exists())
-      assert(ExecutorStats.maintenanceFailures.getCount - before === 2)
+      assert(p.executorStats.maintenanceFailures.getCount - before === 2)
       // As an aggregation opens its store on 4.1+: read, then upgraded; the write store reports.
       val s = p.upgradeReadStoreToWriteStore(p.getReadStore(4), 4)
       assert(customMetric(s, "spillstoreMaintenanceFailures") === 2)

@@ -5,6 +5,7 @@ import java.util.concurrent.{LinkedBlockingQueue, TimeUnit}
 
 import scala.jdk.CollectionConverters._
 
+import com.codahale.metrics.Counter
 import org.scalatest.funsuite.AnyFunSuite
 
 import spillstore.memory.HeapPressureMonitor._
@@ -14,24 +15,34 @@ class HeapPressureMonitorSuite extends AnyFunSuite {
   private val Eps = 1e-9
   private val Defaults = MemoryConf() // high 0.85, low 0.6
 
+  private val interventions = new Counter
+
   private def monitor(): (HeapPressureMonitor, FakeHeapStatus, () => Int) = {
     val source = new FakeHeapStatus
     var pressureCalls = 0
-    val m = new HeapPressureMonitor(source, Defaults, () => pressureCalls += 1)
+    val m = new HeapPressureMonitor(source, Defaults, () => pressureCalls += 1, interventions)
     (m, source, () => pressureCalls)
   }
 
   test("each high reading shrinks the factor by ShrinkStep and reports pressure, down to the floor") {
     val (m, source, calls) = monitor()
+    val interventionsBefore = interventions.getCount
     assert(source.subscribed)
     assert(m.factor === 1.0)
     assert(m.lastOccupancy.isNaN)
     source.emit(0.85)
     assert(math.abs(m.factor - ShrinkStep) < Eps)
     assert(calls() === 1)
-    (1 to 20).foreach(_ => source.emit(0.95))
+    var lowered = 1
+    (1 to 20).foreach { _ =>
+      val before = m.factor
+      source.emit(0.95)
+      if (m.factor < before) lowered += 1
+    }
     assert(m.factor === MinFactor)
     assert(calls() === 21, "at the floor, a full heap still asks the manager to evict")
+    assert(lowered < 21 && interventions.getCount - interventionsBefore === lowered,
+      "each lowering counts as an intervention, a reading at the floor does not")
     assert(math.abs(m.lastOccupancy - 0.95) < Eps)
     m.close()
     assert(!source.subscribed)

@@ -39,7 +39,7 @@ class SpillStoreMetricsSuite extends AnyFunSuite {
 
   test("executor figures: commits, journal bytes and the tier counters of ended leases") {
     withProvider() { (p, dir) =>
-      def now = ExecutorStats.snapshot()
+      def now = p.executorStats.snapshot()
       val before = now
       val s0 = p.getStore(0)
       (1L to 100L).foreach(i => s0.put(key(i), value(i)))

@@ -21,6 +21,7 @@ import spillstore.cold.ColdTier
 import spillstore.heap.{HeapTier, KeyValue, PrefixIndex}
 import spillstore.memory.{Budget, MemoryConf, MemoryManager, Spillable}
 import spillstore.memory.MemoryManager.Eviction
+import spillstore.metrics.ExecutorStats
 
 class TieredStateSuite extends AnyFunSuite with BeforeAndAfterAll {
   private val schema = StructType(Seq(StructField("k", LongType)))
@@ -44,7 +45,7 @@ class TieredStateSuite extends AnyFunSuite with BeforeAndAfterAll {
       new Budget {
         def report(owner: Spillable): Eviction = Eviction(0, state.heap.numLiveEntries - maxEntries)
         override def reportEveryBytes: Long = 1
-      }, openCold = openCold)
+      }, new ExecutorStats, openCold = openCold)
     private var lease: Lease = _
     def commit(): Unit = { state.commitBatch(); renew() }
     def abort(): Unit = { state.abortBatch(); renew() }
@@ -201,7 +202,7 @@ class TieredStateSuite extends AnyFunSuite with BeforeAndAfterAll {
         }
         Eviction.Zero
       }
-    })
+    }, new ExecutorStats)
     try {
       val lease = s.ownership.acquire("owner", -1)
       (1L to 50L).foreach(i => s.put(key(i), bytes(i)))
@@ -248,7 +249,7 @@ class TieredStateSuite extends AnyFunSuite with BeforeAndAfterAll {
     val manager = new MemoryManager(MemoryConf(budgetBytes = Some(64L << 20),
       pressureMonitor = false), relief = r => r.run())
     val racing = new RacingBudget(manager)
-    val s = new TieredState(name, None, () => localDir, racing)
+    val s = new TieredState(name, None, () => localDir, racing, new ExecutorStats)
     manager.register(s)
     try {
       val lease = s.ownership.acquire("owner", -1)
@@ -290,7 +291,7 @@ class TieredStateSuite extends AnyFunSuite with BeforeAndAfterAll {
 
   test("a doomed state whose freeing fails part-way is freed for the budget all the same") {
     val mm = new MemoryManager(MemoryConf(budgetBytes = Some(64L << 10), pressureMonitor = false))
-    val s = new TieredState("doomed", None, () => coldRoot, mm, onFreed = mm.unregister,
+    val s = new TieredState("doomed", None, () => coldRoot, mm, new ExecutorStats, onFreed = mm.unregister,
       openCold = (parent, name) => new ColdTier(new File(parent, s"$name-${UUID.randomUUID()}")) {
         override def close(): Unit = { super.close(); throw new RocksDBException("injected close failure") }
       })
@@ -316,7 +317,7 @@ class TieredStateSuite extends AnyFunSuite with BeforeAndAfterAll {
     val finishWrite = new java.util.concurrent.CountDownLatch(1)
     @volatile var holdWrites = true
     val s = new TieredState("two-rounds", None, () => coldRoot,
-      new Budget { def report(owner: Spillable): Eviction = Eviction.Zero },
+      new Budget { def report(owner: Spillable): Eviction = Eviction.Zero }, new ExecutorStats,
       openCold = (parent, name) => new ColdTier(new File(parent, s"$name-${UUID.randomUUID()}")) {
         override def write(batch: WriteBatch): Unit = {
           if (holdWrites) {
@@ -619,7 +620,7 @@ class TieredStateSuite extends AnyFunSuite with BeforeAndAfterAll {
     val budget = 256L << 10
     val mm = new MemoryManager(MemoryConf(budgetBytes = Some(budget), pressureMonitor = false))
     val states = (0 until 20).map { i =>
-      val s = new TieredState(s"store$i", None, () => coldRoot, mm, onFreed = mm.unregister)
+      val s = new TieredState(s"store$i", None, () => coldRoot, mm, new ExecutorStats, onFreed = mm.unregister)
       mm.register(s)
       s
     }

@@ -11,13 +11,14 @@ import org.scalatest.Tag
 import org.apache.spark.sql.internal.SQLConf
 import org.apache.spark.sql.types.StructType
 
-import spillstore.SpillStoreProvider
+import spillstore.{FreshExecutorScope, SpillStoreProvider}
 
 /**
  * Spark 3.5's StateStoreSuiteBase (from the 3.5.9 test jar) against the 3.5 build. 3.5's
  * provider API has no column families and gives the number of prefix-key columns to `init`.
  */
-class SpillStoreConformanceSuite extends StateStoreSuiteBase[SpillStoreProvider] {
+class SpillStoreConformanceSuite extends StateStoreSuiteBase[SpillStoreProvider]
+  with FreshExecutorScope {
   import SpillStoreConformanceSuite._
 
   /** Test-name prefix -> why the test does not apply to this suite's spillstore. */

@@ -9,7 +9,7 @@ import org.apache.hadoop.conf.Configuration
 import org.apache.spark.sql.internal.SQLConf
 import org.apache.spark.sql.types.StructType
 
-import spillstore.SpillStoreProvider
+import spillstore.{FreshExecutorScope, SpillStoreProvider}
 
 /**
  * Spark's own state store contract (StateStoreSuiteBase from Spark's test jar) run against
@@ -21,7 +21,7 @@ import spillstore.SpillStoreProvider
  * [[SpillStoreConformanceLine]] (jvm/src/test/spark-<line>).
  */
 class SpillStoreConformanceSuite extends StateStoreSuiteBase[SpillStoreProvider]
-  with SpillStoreConformanceLine with SpillStoreExcludedTests {
+  with SpillStoreConformanceLine with SpillStoreExcludedTests with FreshExecutorScope {
 
   // As Spark's own StateStoreSuite and RocksDBStateStoreSuite do (before/after): the base
   // suite's tests that call StateStore.get under a SparkContext (4.1+: "... with release()",
