@@ -10,12 +10,12 @@ import org.scalatest.funsuite.AnyFunSuite
 
 import org.apache.spark.sql.internal.SqlConfKeys
 
-import spillstore.conf.SparkConfs
+import spillstore.conf.{SparkConfDocs, SparkConfs}
 import spillstore.metrics.SpillStoreMetricsSource
 
 /**
  * The docs' tables against what the code accepts and publishes: the README's conf table against
- * [[SpillStoreConf.Keys]] (and Spark's SQL confs for the rest), its metric table against the
+ * [[SpillStoreConf.Keys]] and [[SparkConfDocs]] (confs Spark defines), its metric table against the
  * provider's `supportedCustomMetrics`, docs/monitoring.md's table against the metrics sources'
  * registries. A key or metric added to one side only fails here.
  */
@@ -29,14 +29,11 @@ class ReadmeSuite extends AnyFunSuite {
   test("the conf table lists exactly spillstore's keys, and only confs Spark defines besides") {
     val listed = names(firstTable(readme, "### Options"))
     val (own, spark) = listed.partition(_.startsWith(SpillStoreConf.Prefix))
-    assertSame(own.map(_.stripPrefix(SpillStoreConf.Prefix)), SpillStoreConf.Keys.keySet,
-      "spillstore keys (after the prefix)")
-    // Confs spillstore reads by name (Spark 4.3 has no SQL conf entry for the file manager's).
-    val read = SparkConfs.Documented
-    val unknown = spark.filterNot(k => SqlConfKeys.defined(k) || read.contains(k))
+    assertSame(own, SpillStoreConf.Keys.map(_.key).toSet, "spillstore keys")
+    // Spark 4.3 has no SQL conf entry for the file manager's (spillstore reads it by name).
+    val unknown = spark.filterNot(k => SqlConfKeys.defined(k) || k == SparkConfs.CheckpointFileManagerClass)
     assert(unknown.isEmpty, s"the README's conf table lists confs Spark does not define: $unknown")
-    assert(read.forall(spark.contains), s"confs spillstore reads by name missing from the table: " +
-      read.filterNot(spark.contains))
+    assertSame(spark, SparkConfDocs.keys.map(_.key).toSet, "Spark confs")
   }
 
   test("the metric table lists exactly the provider's custom metrics") {
