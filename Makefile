@@ -33,7 +33,7 @@ E2E_SMALL := tests/test_package.py tests/test_cli.py tests/test_e2e_spillstore.p
 
 .PHONY: all venv venvs jar jars demo test test-lane-jvm test-lane-e2e test-fast test-jvm test-python test-heavy test-cluster test-remote \
   test-lines test-conformance $(foreach l,$(OTHER_LINES),test-line-$(l) test-conformance-$(l)) \
-  test-s3 test-install dist bench bench-remote bench-api clean servers lint
+  test-s3 test-install dist bench bench-remote bench-api clean servers lint doc-tables
 
 all: jar
 
@@ -185,6 +185,11 @@ test-fast: test-jvm test-python
 lint: $(VENV)/.installed
 	$(PY) -m ruff check --config python/pyproject.toml python tests
 	$(PY) -m mypy --config-file python/pyproject.toml python/spillstore
+
+# The docs' generated tables (conf keys and metrics, in README.md and docs/monitoring.md),
+# rewritten from the code; ReadmeSuite fails while a file's differs.
+doc-tables: $(VENV)/.installed
+	bin/sbt "spillstore/Test/runMain spillstore.DocTables"
 
 # End-to-end benchmark: one streaming aggregation per provider, each in its own JVM, e.g.
 #   make bench BENCH_ARGS="--preset small --preset skewed --plot docs/bench-e2e.png"

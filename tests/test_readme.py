@@ -1,7 +1,7 @@
 """The README's metric table against the Python package's list of metrics (no Spark session).
 
-The JVM side (the provider's custom metrics, the conf keys, the metrics sources) is checked
-against the same tables by ``jvm/src/test/scala/spillstore/ReadmeSuite.scala``.
+The table is generated from the JVM side's metric definitions
+(``jvm/src/test/scala/spillstore/DocTables.scala``, checked by ``ReadmeSuite.scala``).
 """
 
 from __future__ import annotations

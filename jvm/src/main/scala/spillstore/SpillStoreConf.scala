@@ -9,7 +9,8 @@ import org.apache.spark.sql.execution.streaming.state.{SpillStoreSparkBridge, Sp
 import org.apache.spark.network.util.JavaUtils
 
 import spillstore.cold.ColdMemory
-import spillstore.conf.SparkConfs
+import spillstore.conf.{ConfKey, SparkConfs}
+import spillstore.conf.ConfKey.literal
 import spillstore.memory.MemoryConf
 
 /**
@@ -34,21 +35,37 @@ object SpillStoreConf {
   val Prefix: String = MemoryConf.Prefix
 
   private val LocalDir = "localDir"
+  /** The default cold-tier directory's name, in Spark's first local dir. */
+  private val LocalSubdir = "spillstore"
   private val ColdTierMemory = "coldTierMemory"
   /** Read by [[SpillStorePlugin]] from the Spark conf, not by stores. */
   val MetricsReportInterval = "metricsReportInterval"
 
-  /** spillstore's own keys (name after the prefix -> doc), for validation and the README. */
-  val Keys: Map[String, String] = MemoryConf.Keys ++ Map(
-    LocalDir -> ("directory for the cold tier's RocksDB instances (default: the first of " +
-      "Spark's local dirs, spark.local.dir / SPARK_LOCAL_DIRS); never the checkpoint location"),
-    ColdTierMemory -> ("native memory all cold tiers (RocksDB) of an executor share: one block " +
-      "cache for data blocks that memtables are charged to (default: half of the heap " +
-      "budget, within 16m and 1g; a size >= 16m such as 128m). Fixed by the first store that " +
-      "spills in the executor"),
-    MetricsReportInterval -> ("how often each executor sends its spillstore figures to the " +
-      "driver's `spillstore.executors` metrics source (default: 10s; a Spark duration; needs " +
-      "spark.plugins=spillstore.SpillStorePlugin)"))
+  /** spillstore's own keys, for validation and the README's conf table. */
+  val Keys: Seq[ConfKey] = MemoryConf.Keys ++ Seq(
+    ConfKey(Prefix + LocalDir, s"Spark's first local dir + `/$LocalSubdir`",
+      "where the cold tier's RocksDB instances and snapshot merges' sorted runs live, in a " +
+        "per-JVM dir `jvm-<pid>-<random>/` (one instance per store, deleted when the store is " +
+        "unloaded; runs when their merge ends; the JVM's dir at its normal exit, a killed " +
+        "JVM's at the next JVM's first spill or merge under the same dir, or, in Spark's " +
+        "per-executor `spark-*` roots, under the same dir of a sibling root: on a standalone " +
+        "worker, the next executor of the application there); directories spillstore creates " +
+        "there are owner-only (700); never the checkpoint location"),
+    ConfKey(Prefix + ColdTierMemory, "half of the heap budget, within 16m–1g",
+      "native memory all cold tiers (RocksDB) of an executor share: one block cache for their " +
+        "data blocks that their memtables are charged to (up to half of it), as Spark's " +
+        "RocksDB provider's `boundedMemoryUsage`; a size ≥ `16m`. The first store that spills " +
+        "in an executor fixes it for the JVM's life. Outside it: index and filter blocks " +
+        "(about 1.5 bytes per cold key), memtables of stores that stopped writing (at most two " +
+        "of min(16 MB, an eighth of this) each), and memtables over the share while RocksDB's " +
+        "background flushes lag the writes"),
+    ConfKey(Prefix + MetricsReportInterval, literal(SpillStorePlugin.DefaultReportInterval),
+      "how often each executor sends its figures to the driver's `spillstore.executors` " +
+        "metrics source (a Spark duration); read from the Spark conf when the application " +
+        "starts, by the plugin (`spark.plugins=spillstore.SpillStorePlugin`)"))
+
+  /** [[Keys]]' names after the prefix, as confs arrive. */
+  private val KnownNames: Set[String] = Keys.map(_.key.stripPrefix(Prefix)).toSet
 
   /**
    * The cold tier's directory is created on the first eviction, possibly hours in: reject at
@@ -76,9 +93,9 @@ object SpillStoreConf {
 
   def apply(storeConf: StateStoreConf): SpillStoreConf = {
     val unknown = storeConf.sqlConfs.keys.filter(_.startsWith(Prefix))
-      .map(_.stripPrefix(Prefix)).filterNot(Keys.contains).toSeq.sorted
+      .map(_.stripPrefix(Prefix)).filterNot(KnownNames.contains).toSeq.sorted
     if (unknown.nonEmpty) {
-      val known = if (Keys.isEmpty) "none in this version" else Keys.keys.toSeq.sorted.mkString(", ")
+      val known = KnownNames.toSeq.sorted.mkString(", ")
       throw new IllegalArgumentException(
         s"Unknown spillstore conf ${unknown.map(Prefix + _).mkString(", ")}; " +
           s"known keys under $Prefix: $known")
@@ -94,7 +111,7 @@ object SpillStoreConf {
     SpillStoreConf(
       codec = codec,
       localDir = opts.get(LocalDir).map(checkLocalDir)
-        .getOrElse(new File(SpillStoreSparkBridge.localDir(), "spillstore")),
+        .getOrElse(new File(SpillStoreSparkBridge.localDir(), LocalSubdir)),
       memory = MemoryConf.fromOptions(opts),
       coldTierMemory = opts.get(ColdTierMemory).map(v => checkColdTierMemory(v.trim)),
       minDeltasForSnapshot = storeConf.minDeltasForSnapshot,

@@ -33,7 +33,8 @@ class SpillStorePlugin extends SparkPlugin {
 object SpillStorePlugin extends Logging {
   /** How often executors report to the driver (a Spark duration, e.g. `10s`). */
   val ReportIntervalKey: String = SpillStoreConf.Prefix + SpillStoreConf.MetricsReportInterval
-  val DefaultReportInterval = "10s"
+  /** A constant (inlined), so SpillStoreConf's key docs read it without initializing this object. */
+  final val DefaultReportInterval = "10s"
 
   private[spillstore] def reportIntervalMillis(value: String): Long = {
     val ms = try JavaUtils.timeStringAsMs(value) catch {

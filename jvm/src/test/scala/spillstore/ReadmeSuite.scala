@@ -1,89 +1,51 @@
 package spillstore
 
-import java.io.File
-import java.nio.charset.StandardCharsets
-import java.nio.file.Files
-
-import scala.jdk.CollectionConverters._
-
 import org.scalatest.funsuite.AnyFunSuite
 
 import org.apache.spark.sql.internal.SqlConfKeys
 
-import spillstore.conf.SparkConfs
-import spillstore.metrics.{ExecutorStats, SpillStoreMetricsSource}
+import spillstore.conf.{SparkConfDocs, SparkConfs}
+import spillstore.metrics.SpillStoreMetrics
 
 /**
- * The docs' tables against what the code accepts and publishes: the README's conf table against
- * [[SpillStoreConf.Keys]] (and Spark's SQL confs for the rest), its metric table against the
- * provider's `supportedCustomMetrics`, docs/monitoring.md's table against the metrics sources'
- * registries. A key or metric added to one side only fails here.
+ * The docs' tables (README.md's conf and metric tables, docs/monitoring.md's) against what
+ * [[DocTables]] renders from the code now, and what rendering cannot hold by itself: each key
+ * and metric documented once, and Spark's confs named right.
  */
 class ReadmeSuite extends AnyFunSuite {
-  import ReadmeSuite._
-
-  private def lines(file: String): Seq[String] = Files.readAllLines(
-    new File(RepoRoot.dir, file).toPath, StandardCharsets.UTF_8).asScala.toSeq
-  private lazy val readme = lines("README.md")
-
-  test("the conf table lists exactly spillstore's keys, and only confs Spark defines besides") {
-    val listed = names(firstTable(readme, "### Options"))
-    val (own, spark) = listed.partition(_.startsWith(SpillStoreConf.Prefix))
-    assertSame(own.map(_.stripPrefix(SpillStoreConf.Prefix)), SpillStoreConf.Keys.keySet,
-      "spillstore keys (after the prefix)")
-    // Confs spillstore reads by name (Spark 4.3 has no SQL conf entry for the file manager's).
-    val read = SparkConfs.Documented
-    val unknown = spark.filterNot(k => SqlConfKeys.defined(k) || read.contains(k))
-    assert(unknown.isEmpty, s"the README's conf table lists confs Spark does not define: $unknown")
-    assert(read.forall(spark.contains), s"confs spillstore reads by name missing from the table: " +
-      read.filterNot(spark.contains))
+  DocTables.blocks.foreach { b =>
+    test(s"${b.file}: the ${b.name} is what the code renders") {
+      val inFile = DocTables.inFile(DocTables.read(b.file), b)
+      val rendered = b.render()
+      val at = inFile.zipAll(rendered, "(none)", "(none)").indexWhere { case (f, r) => f != r }
+      if (at >= 0) fail(s"${b.file}'s ${b.name} differs from what the code renders, from the " +
+        s"table's line ${at + 1}:\n  file: ${inFile.lift(at).getOrElse("(none)")}\n  code: " +
+        s"${rendered.lift(at).getOrElse("(none)")}\nRun `make doc-tables` to rewrite it.")
+    }
   }
 
-  test("the metric table lists exactly the provider's custom metrics") {
-    val published = new SpillStoreProvider().supportedCustomMetrics.map(_.name).toSet
-    assertSame(names(firstTable(readme, "## Metrics")), published, "custom metrics")
+  test("each conf key and each metric is documented once") {
+    val keys = (SparkConfDocs.keys ++ SpillStoreConf.Keys).map(_.key)
+    val metrics = SpillStoreMetrics.all.map(_.name)
+    for ((what, names) <- Seq("conf keys" -> keys, "metrics" -> metrics)) {
+      val twice = names.diff(names.distinct)
+      assert(twice.isEmpty, s"$what documented twice: $twice")
+    }
   }
 
-  test("the monitoring table lists exactly the metrics sources' metrics") {
-    val registries = Seq(SpillStoreMetricsSource.forExecutor(new ExecutorStats),
-      new SpillStoreMetricsSource.Executors(staleAfterMillis = 1000L).registry())
-    val published = registries.flatMap(_.getNames.asScala).toSet
-    assertSame(names(firstTable(lines("docs/monitoring.md"), "## Sinks, dashboard, alerts and logs")),
-      published, "metrics-system metrics")
+  test("the Spark confs documented are confs Spark defines") {
+    // Spark 4.3 has no SQL conf entry for the file manager's (spillstore reads it by name).
+    val unknown = SparkConfDocs.keys.map(_.key)
+      .filterNot(k => SqlConfKeys.defined(k) || k == SparkConfs.CheckpointFileManagerClass)
+    assert(unknown.isEmpty, s"documented as Spark confs, but Spark does not define them: $unknown")
   }
 
-  test("the parser finds names where they are and fails on a missing section") {
-    val text = Seq("## A", "", "| key | x |", "|---|---|", "| `a.b` / `c` (`src`) | `d` |",
-      "| `e`, `f` | g |", "", "| `h` | i |")
-    assert(names(firstTable(text, "## A")) === Seq("a.b", "c", "e", "f"))
-    intercept[IllegalArgumentException](firstTable(text, "## B"))
-  }
-
-  private def assertSame(listed: Seq[String], inCode: Set[String], what: String): Unit = {
-    val dup = listed.diff(listed.distinct)
-    assert(dup.isEmpty, s"$what listed twice: $dup")
-    val missing = inCode -- listed
-    val extra = listed.toSet -- inCode
-    assert(missing.isEmpty && extra.isEmpty,
-      s"$what: in the code but not the docs: ${missing.toSeq.sorted}; " +
-        s"in the docs but not the code: ${extra.toSeq.sorted}")
-  }
-}
-
-object ReadmeSuite {
-  /** The body rows of the first table after `heading` (header and separator rows dropped). */
-  def firstTable(lines: Seq[String], heading: String): Seq[String] = {
-    val at = lines.indexWhere(_.trim == heading)
-    require(at >= 0, s"no section $heading")
-    lines.drop(at + 1).dropWhile(!_.startsWith("|")).takeWhile(_.startsWith("|")).drop(2)
-  }
-
-  private val Parenthesized = """\([^)]*\)""".r
-  private val Code = "`([^`]+)`".r
-
-  /** The code-formatted names in each row's first cell, leaving out annotations in parentheses. */
-  def names(rows: Seq[String]): Seq[String] = rows.flatMap { row =>
-    val first = row.stripPrefix("|").split('|').head
-    Code.findAllMatchIn(Parenthesized.replaceAllIn(first, "")).map(_.group(1)).toSeq
+  test("a block is replaced between its markers; a file without them fails") {
+    val b = DocTables.Block("f.md", "t", () => Seq("| new |"))
+    val text = Seq("# F", b.begin, "| old |", "| rows |", DocTables.End, "after")
+    assert(DocTables.inFile(text, b) === Seq("| old |", "| rows |"))
+    assert(DocTables.rewritten(text, b) === Seq("# F", b.begin, "| new |", DocTables.End, "after"))
+    intercept[IllegalArgumentException](DocTables.inFile(Seq("# F", "| old |"), b))
+    intercept[IllegalArgumentException](DocTables.inFile(Seq(b.begin, "| old |"), b))
   }
 }

@@ -285,6 +285,8 @@ class SpillStoreProviderSuite extends AnyFunSuite {
     }
     val typo = intercept[IllegalArgumentException](init("spark.sql.streaming.stateStore.spillstore.memroyBudget", "1g"))
     assert(typo.getMessage.contains("spark.sql.streaming.stateStore.spillstore.memroyBudget"))
+    assert(typo.getMessage.contains(
+      SpillStoreConf.Keys.map(_.key.stripPrefix(SpillStoreConf.Prefix)).sorted.mkString(", ")))
     val codec = intercept[IllegalArgumentException](init("spark.sql.streaming.stateStore.compression.codec", "gzipx"))
     assert(codec.getMessage.contains("spark.sql.streaming.stateStore.compression.codec=gzipx"))
   }

@@ -3,7 +3,8 @@ package spillstore.conf
 /**
  * The Spark confs spillstore reads (or, migrating, writes) by name, in one place: Spark's own
  * entries for them are private to Spark, absent on some lines, or not at hand where they are
- * read (an offset log, a Hadoop conf). spillstore's own keys are `SpillStoreConf.Keys`.
+ * read (an offset log, a Hadoop conf). The README's rows for
+ * Spark's confs are [[SparkConfDocs]].
  */
 object SparkConfs {
   val ProviderClass = "spark.sql.streaming.stateStore.providerClass"
@@ -15,8 +16,4 @@ object SparkConfs {
     "spark.sql.streaming.stateStore.rocksdb.changelogCheckpointing.enabled"
   /** Spark 4.3: Python runners with a writer thread (a task then calls its store from two). */
   val PythonUdfPipelined = "spark.python.udf.pipelined.enabled"
-
-  /** Those the README's conf table must list: what a user sets with spillstore in mind. */
-  val Documented: Seq[String] =
-    Seq(ProviderClass, CompressionCodec, CheckpointFileManagerClass, CheckpointFormatVersion)
 }

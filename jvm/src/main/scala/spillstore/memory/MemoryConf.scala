@@ -2,6 +2,9 @@ package spillstore.memory
 
 import org.apache.spark.network.util.JavaUtils
 
+import spillstore.conf.ConfKey
+import spillstore.conf.ConfKey.literal
+
 /**
  * The memory manager's knobs, validated where they are built so that no code path can hold a
  * budget of zero or thresholds that cross; every error names the full conf key and its range.
@@ -66,21 +69,27 @@ object MemoryConf {
   /** The defaults, which the key docs below and [[fromOptions]] read: each is written once. */
   private val Defaults = MemoryConf()
 
-  /** The keys this class reads (names after [[Prefix]]) -> one-line doc with default and range. */
-  val Keys: Map[String, String] = Map(
-    BudgetKey -> ("Heap budget for the heap tiers of all spillstore providers of an executor " +
-      s"together; overrides $FractionKey. Default: unset; $SizeRange."),
-    FractionKey -> ("Heap budget as a fraction of the executor's max heap, used when " +
-      s"$BudgetKey is unset. Default ${Defaults.budgetFraction}; $FractionRange."),
-    MaxEntriesKey -> ("Max heap entries over all spillstore providers of an executor " +
-      s"(FLIP-369). Default ${Defaults.maxEntries}; $CountRange."),
-    MonitorKey -> ("Lower the budget in force while the old generation stays full after GCs. " +
-      s"Default ${Defaults.pressureMonitor}; $BooleanRange."),
-    HighKey -> ("Old-generation occupancy after a GC at or above which the budget in force " +
-      s"shrinks. Default ${Defaults.pressureHighThreshold}; $HighRange."),
-    LowKey -> ("Old-generation occupancy after a GC below which the budget in force recovers. " +
-      s"Default ${Defaults.pressureLowThreshold}; " +
-      s"${lowRange(Defaults.pressureHighThreshold.toString)}."))
+  /** The keys this class reads, for validation and the README's conf table. */
+  val Keys: Seq[ConfKey] = Seq(
+    ConfKey(Prefix + BudgetKey, "unset",
+      "heap budget for the heap tiers of all spillstore stores of an executor together, their " +
+        "cold-key filters included (at most an eighth of it), a size such as `512m` or `2g`; " +
+        "overrides the fraction"),
+    ConfKey(Prefix + FractionKey, literal(Defaults.budgetFraction),
+      "the budget as a fraction of the executor's max heap, in (0, 0.9], when " +
+        s"`$BudgetKey` is unset; sized for container memory limits ([Container " +
+        "memory](#container-memory-yarn-kubernetes))"),
+    ConfKey(Prefix + MaxEntriesKey, literal(Defaults.maxEntries),
+      "max entries on the heap over all stores of an executor (FLIP-369's cache size); " +
+        "0 = unlimited"),
+    ConfKey(Prefix + MonitorKey, literal(Defaults.pressureMonitor),
+      "lower the budget in force while the old generation stays full after GCs"),
+    ConfKey(Prefix + HighKey, literal(Defaults.pressureHighThreshold),
+      "old-generation occupancy after a GC, in (0, 1), at or above which the budget in force " +
+        s"shrinks (x${HeapPressureMonitor.ShrinkStep} per GC, down to " +
+        s"${math.round(HeapPressureMonitor.MinFactor * 100)}%)"),
+    ConfKey(Prefix + LowKey, literal(Defaults.pressureLowThreshold),
+      "occupancy below which the budget in force recovers; must be below the high threshold"))
 
   /**
    * Reads the keys of [[Keys]] from `opts` (names after [[Prefix]]); absent keys keep their

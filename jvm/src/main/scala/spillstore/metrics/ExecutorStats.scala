@@ -5,6 +5,8 @@ import java.util.concurrent.atomic.LongAdder
 
 import com.codahale.metrics.{Counter, Timer}
 
+import org.apache.spark.sql.execution.streaming.state.StateStoreCustomMetric
+
 /**
  * Executor-wide figures of every spillstore store of one executor (one
  * [[spillstore.ExecutorScope]]: in a JVM, one per SparkEnv), for Spark's metrics system (see
@@ -31,33 +33,48 @@ import com.codahale.metrics.{Counter, Timer}
  * and reads 0 until then (no store has loaded in this executor).
  */
 final class ExecutorStats {
-  import ExecutorStats.MemoryFigures
+  import ExecutorStats._
+
+  private val meaningsByName = Seq.newBuilder[(String, String)]
+  /** Records what the metric `name` means (markdown), for docs/monitoring.md's table. */
+  private def described(name: String, meaning: String): String = {
+    meaningsByName += name -> meaning
+    name
+  }
+  private def asInProgress(m: StateStoreCustomMetric): String =
+    s"as `${m.name}` in query progress, over all stores"
 
   private val countersByName = Seq.newBuilder[(String, Counter)]
-  private def counter(name: String): Counter = {
+  private def counter(name: String, meaning: String): Counter = {
     val c = new Counter
-    countersByName += name -> c
+    countersByName += described(name, meaning) -> c
     c
   }
 
-  val cacheHits: Counter = counter("cacheHits")
-  val cacheMisses: Counter = counter("cacheMisses")
-  val coldLoads: Counter = counter("coldLoads")
-  val evictions: Counter = counter("evictions")
-  val writeBacks: Counter = counter("writeBacks")
-  val commits: Counter = counter("commits")
-  val journalBytes: Counter = counter("journalBytes")
-  val journalRecords: Counter = counter("journalRecords")
-  val snapshotBytes: Counter = counter("snapshotBytes")
-  val maintenanceFailures: Counter = counter("maintenanceFailures")
-  val reliefRounds: Counter = counter("reliefRounds")
-  val pressureInterventions: Counter = counter("pressureInterventions")
+  val cacheHits: Counter = counter("cacheHits", asInProgress(SpillStoreMetrics.CacheHits))
+  val cacheMisses: Counter = counter("cacheMisses", asInProgress(SpillStoreMetrics.CacheMisses))
+  val coldLoads: Counter = counter("coldLoads", asInProgress(SpillStoreMetrics.ColdLoads))
+  val evictions: Counter = counter("evictions", asInProgress(SpillStoreMetrics.Evictions))
+  val writeBacks: Counter = counter("writeBacks", asInProgress(SpillStoreMetrics.WriteBacks))
+  val commits: Counter = counter("commits", "commits of all stores")
+  val journalBytes: Counter = counter("journalBytes", asInProgress(SpillStoreMetrics.JournalBytes))
+  val journalRecords: Counter =
+    counter("journalRecords", asInProgress(SpillStoreMetrics.JournalRecords))
+  val snapshotBytes: Counter = counter("snapshotBytes", "bytes of snapshots written by maintenance")
+  val maintenanceFailures: Counter = counter("maintenanceFailures",
+    "snapshot or cleanup maintenance runs that failed (each a WARN; the store keeps running)")
+  val reliefRounds: Counter =
+    counter("reliefRounds", "memory-manager rounds that evicted to get under the budget")
+  val pressureInterventions: Counter =
+    counter("pressureInterventions", "times the heap-pressure monitor lowered the budget")
   /** Counters by metric name (Spark's convention: camelCase under the `spillstore` source). */
   val counters: Seq[(String, Counter)] = countersByName.result()
 
   /** Commit durations (journal write and cold-tier apply); Dropwizard keeps percentiles. */
   val commitTime = new Timer
+  described(CommitTimeName, "commit durations in ns, with percentiles")
   private val commitTimeNanos = new LongAdder
+  described(CommitTimeMsName, "total commit time in ms (divide its rate by that of `commits`)")
 
   @volatile private var memory: Option[MemoryFigures] = None
   @volatile private var coldDisk: () => Long = () => 0L
@@ -75,13 +92,19 @@ final class ExecutorStats {
 
   /** Gauges by metric name: read at each poll. */
   val gauges: Seq[(String, () => Long)] = Seq(
-    "budgetBytes" -> (() => ofMemory(_.effectiveBudgetBytes)),
-    "budgetConfiguredBytes" -> (() => ofMemory(_.budgetBytes)),
-    "heapBytes" -> (() => ofMemory(_.heapBytes)),
-    "heapEntries" -> (() => ofMemory(_.heapEntries)),
-    "openStores" -> (() => ofMemory(_.openStores)),
-    "coldBytes" -> (() => ofMemory(_.coldBytes)),
-    "coldDiskBytes" -> (() => coldDisk()))
+    described("budgetBytes", "heap budget in force (configured x the heap-pressure factor)") ->
+      (() => ofMemory(_.effectiveBudgetBytes)),
+    described("budgetConfiguredBytes", "heap budget configured") -> (() => ofMemory(_.budgetBytes)),
+    described("heapBytes", "heap used by all stores' state") -> (() => ofMemory(_.heapBytes)),
+    described("heapEntries", "entries on the heap") -> (() => ofMemory(_.heapEntries)),
+    described("openStores", "stores loaded in the executor") -> (() => ofMemory(_.openStores)),
+    described("coldBytes", "RocksDB size of all cold tiers (files and memtables, as of each " +
+      "store's last batch)") -> (() => ofMemory(_.coldBytes)),
+    described("coldDiskBytes", "bytes of the files under the cold tiers' local dirs") ->
+      (() => coldDisk()))
+
+  /** What each metric above means, by name, in the order defined. */
+  private val meaningsInOrder: Seq[(String, String)] = meaningsByName.result()
 
   /** Adds what a live state counted since it last reported. */
   def addTier(c: TierCounters): Unit = {
@@ -107,10 +130,13 @@ final class ExecutorStats {
   def snapshot(): Map[String, Long] =
     counters.map { case (n, c) => n -> c.getCount }.toMap ++
       gauges.map { case (n, g) => n -> g() } +
-      ("commitTimeMs" -> TimeUnit.NANOSECONDS.toMillis(commitTimeNanos.sum()))
+      (CommitTimeMsName -> TimeUnit.NANOSECONDS.toMillis(commitTimeNanos.sum()))
 }
 
 object ExecutorStats {
+  val CommitTimeName = "commitTime"
+  private val CommitTimeMsName = "commitTimeMs"
+
   /** What the memory gauges read at each poll: the executor's memory manager's figures. */
   trait MemoryFigures {
     def effectiveBudgetBytes: Long
@@ -122,9 +148,11 @@ object ExecutorStats {
     def coldBytes: Long
   }
 
+  private lazy val any = new ExecutorStats
+
   /** The names in [[ExecutorStats.snapshot]], the same for every instance. */
-  lazy val names: Seq[String] = {
-    val s = new ExecutorStats
-    s.counters.map(_._1) ++ s.gauges.map(_._1) :+ "commitTimeMs"
-  }
+  lazy val names: Seq[String] = any.counters.map(_._1) ++ any.gauges.map(_._1) :+ CommitTimeMsName
+
+  /** What each metric means, by name, in the order defined (docs/monitoring.md's table). */
+  lazy val meanings: Seq[(String, String)] = any.meaningsInOrder
 }

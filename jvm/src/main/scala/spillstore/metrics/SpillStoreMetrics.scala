@@ -70,7 +70,34 @@ object SpillStoreMetrics {
     if (hits + misses == 0) Map.empty
     else Map(CacheHitRatio -> HitRatioPacking.pack(hits, hits + misses))
 
-  val all: Seq[StateStoreCustomMetric] =
-    Seq(CacheHitRatio, CacheHits, CacheMisses, ColdLoads, Evictions, WriteBacks, JournalBytes, JournalRecords,
-      CommitTime, ForcedSnapshots, SnapshotsRepaired, MaintenanceFailures, HeapBytes, HeapEntries, ColdEntries, ColdBytes)
+  /** A row of the README's metric table: metrics documented together, what they mean. */
+  final case class Documented(metrics: Seq[StateStoreCustomMetric], meaning: String)
+
+  /** Every metric with its meaning in the docs (markdown); [[all]] is read from it. */
+  val documented: Seq[Documented] = Seq(
+    Documented(Seq(CacheHitRatio), "hits / lookups of the operator in this batch, in per mille " +
+      "(`873` = 87.3 %); absent when no store of the operator looked a key up"),
+    Documented(Seq(CacheHits, CacheMisses), "lookups answered from the heap (found there, or " +
+      "known absent because the cold tier is empty) / that had to read the cold tier"),
+    Documented(Seq(ColdLoads), "entries loaded back from RocksDB into the heap"),
+    Documented(Seq(Evictions, WriteBacks), "entries evicted from the heap / of those, the ones " +
+      "RocksDB did not already hold (written)"),
+    Documented(Seq(ColdEntries, ColdBytes),
+      "entries in the cold tier / its RocksDB size (files and memtables)"),
+    Documented(Seq(JournalBytes, JournalRecords),
+      "bytes and changed keys written by this batch's commits"),
+    Documented(Seq(CommitTime),
+      "time writing journals, summed over the stores (part of Spark's `commitTimeMs`)"),
+    Documented(Seq(HeapBytes, HeapEntries),
+      "estimated heap used by state (= `memoryUsedBytes`), and entries on the heap"),
+    Documented(Seq(SnapshotsRepaired), "corrupt snapshots set aside and rebuilt around, and " +
+      "snapshots written from the live state past a damaged journal (a WARN names the journal)"),
+    Documented(Seq(MaintenanceFailures), "snapshot or cleanup runs of maintenance that failed: " +
+      "each is a WARN naming the cause (a damaged file, a storage error); the store keeps " +
+      "running and the next run retries"),
+    Documented(Seq(ForcedSnapshots),
+      "snapshots Spark forced on commit because snapshots lagged"))
+
+  /** What every store reports, so a metric cannot be published without its meaning. */
+  val all: Seq[StateStoreCustomMetric] = documented.flatMap(_.metrics)
 }

@@ -17,13 +17,18 @@ import com.codahale.metrics.{Gauge, MetricRegistry}
 object SpillStoreMetricsSource {
   val JvmSourceName = "spillstore"
   val ExecutorsSourceName = "spillstore.executors"
+  private val ReportingExecutors = "reportingExecutors"
+
+  /** What each metric of either source means, by name (docs/monitoring.md's table). */
+  val meanings: Seq[(String, String)] =
+    ExecutorStats.meanings :+ (ReportingExecutors -> "executors whose latest report counts")
 
   /** An executor's figures. */
   def forExecutor(stats: ExecutorStats): MetricRegistry = {
     val r = new MetricRegistry
     stats.counters.foreach { case (name, c) => r.register(name, c) }
     stats.gauges.foreach { case (name, read) => r.register(name, gauge(read())) }
-    r.register("commitTime", stats.commitTime)
+    r.register(ExecutorStats.CommitTimeName, stats.commitTime)
     r
   }
 
@@ -55,7 +60,7 @@ object SpillStoreMetricsSource {
     def registry(): MetricRegistry = {
       val r = new MetricRegistry
       ExecutorStats.names.foreach(name => r.register(name, gauge(sum(name))))
-      r.register("reportingExecutors", gauge(fresh.size.toLong))
+      r.register(ReportingExecutors, gauge(fresh.size.toLong))
       r
     }
   }

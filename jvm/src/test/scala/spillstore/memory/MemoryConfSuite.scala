@@ -23,10 +23,11 @@ class MemoryConfSuite extends AnyFunSuite {
     assert(c.budgetFor(1L << 40) === (512L << 20))
   }
 
-  test("Keys documents exactly the keys fromOptions reads, each with its default") {
-    assert(MemoryConf.Keys.keySet === Set("memoryBudget", "memoryBudgetFraction", "maxHeapEntries",
-      "heapPressureMonitor", "heapPressureHighThreshold", "heapPressureLowThreshold"))
-    MemoryConf.Keys.values.foreach(doc => assert(doc.contains("Default"), doc))
+  test("Keys documents exactly the keys fromOptions reads, each with the default it applies") {
+    assert(MemoryConf.Keys.map(k => k.key.stripPrefix(P) -> k.default) === Seq(
+      "memoryBudget" -> "unset", "memoryBudgetFraction" -> "`0.15`", "maxHeapEntries" -> "`0`",
+      "heapPressureMonitor" -> "`true`", "heapPressureHighThreshold" -> "`0.85`",
+      "heapPressureLowThreshold" -> "`0.6`"))
     assert(MemoryConf.Prefix === P)
   }
 
