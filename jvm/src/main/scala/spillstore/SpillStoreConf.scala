@@ -51,10 +51,12 @@ object SpillStoreConf {
         "per-executor `spark-*` roots, under the same dir of a sibling root: on a standalone " +
         "worker, the next executor of the application there); directories spillstore creates " +
         "there are owner-only (700); never the checkpoint location"),
-    ConfKey(Prefix + ColdTierMemory, "half of the heap budget, within 16m–1g",
+    ConfKey(Prefix + ColdTierMemory, s"half of the heap budget, within " +
+      s"${ColdMemory.MinBytes >> 20}m–${ColdMemory.MaxDefaultBytes >> 30}g",
       "native memory all cold tiers (RocksDB) of an executor share: one block cache for their " +
         "data blocks that their memtables are charged to (up to half of it), as Spark's " +
-        "RocksDB provider's `boundedMemoryUsage`; a size ≥ `16m`. The first store that spills " +
+        s"RocksDB provider's `boundedMemoryUsage`; a size ≥ `${ColdMemory.MinBytes >> 20}m`. " +
+        "The first store that spills " +
         "in an executor fixes it for the JVM's life. Outside it: index and filter blocks " +
         "(about 1.5 bytes per cold key), memtables of stores that stopped writing (at most two " +
         "of min(16 MB, an eighth of this) each), and memtables over the share while RocksDB's " +
@@ -88,7 +90,8 @@ object SpillStoreConf {
       case _: NumberFormatException | _: IllegalArgumentException => None
     }
     bytes.filter(_ >= ColdMemory.MinBytes).getOrElse(throw new IllegalArgumentException(
-      s"Invalid $Prefix$ColdTierMemory=$value: expected a size >= 16m such as 128m or 1g"))
+      s"Invalid $Prefix$ColdTierMemory=$value: expected a size >= ${ColdMemory.MinBytes >> 20}m " +
+        "such as 128m or 1g"))
   }
 
   def apply(storeConf: StateStoreConf): SpillStoreConf = {

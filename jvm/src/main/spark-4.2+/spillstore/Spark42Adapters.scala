@@ -4,6 +4,7 @@ import org.apache.spark.sql.catalyst.expressions.UnsafeRow
 import org.apache.spark.sql.execution.streaming.state._
 
 import spillstore.checkpoint.ForeignFiles
+import spillstore.conf.SparkConfs
 import spillstore.metrics.SnapshotLag
 
 /** 4.2's getStore (forceSnapshotOnCommit, loadEmpty) and upgrade, kept by 4.3. */
@@ -36,8 +37,8 @@ trait Spark42ProviderAdapter extends Spark4ProviderAdapter with Spark41Replay wi
   override protected def refuseLineConfs(stateStoreId: StateStoreId,
       storeConfs: StateStoreConf): Unit =
     if (storeConfs.rowChecksumEnabled) {
-      throw Unsupported("Spark's row checksums " +
-        "(spark.sql.streaming.stateStore.rowChecksum.enabled=true)", s"store $stateStoreId",
+      throw Unsupported(s"Spark's row checksums (${SparkConfs.RowChecksumEnabled}=true)",
+        s"store $stateStoreId",
         "Its journals and snapshots carry a CRC32C over their records, checked when a file is " +
           "read. Set it to false before the query's first batch (Spark records it in the " +
           s"offset log), or use Spark's ${ForeignFiles.RocksDbProvider} for this query")

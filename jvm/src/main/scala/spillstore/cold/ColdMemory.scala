@@ -29,6 +29,8 @@ import org.apache.spark.internal.Logging
 object ColdMemory extends Logging {
   /** The smallest bound that still holds two memtables and some blocks. */
   final val MinBytes: Long = 16L << 20
+  /** The largest default (for a heap budget of 2 GB or more). */
+  final val MaxDefaultBytes: Long = 1L << 30
   /** Share of the bound that memtables may take before RocksDB flushes them. */
   private val WriteBufferShare = 0.5
 
@@ -89,7 +91,7 @@ object ColdMemory extends Logging {
    * heap in use (measured on executors of 1 GB with `bench --cluster`).
    */
   def defaultFor(heapBudgetBytes: Long): Long =
-    math.max(MinBytes, math.min(1L << 30, heapBudgetBytes / 2))
+    math.max(MinBytes, math.min(MaxDefaultBytes, heapBudgetBytes / 2))
 }
 
 /** RocksDB's native library, loaded once per JVM before any RocksDB object is made. */

@@ -20,7 +20,7 @@ object SparkConfDocs {
     ConfKey("spark.sql.streaming.stateStore.maintenanceInterval", literal("60s"),
       "how often Spark runs snapshot and cleanup maintenance"),
     ConfKey(SparkConfs.CheckpointFormatVersion, literal(1), "must be `1`"),
-    ConfKey("spark.sql.streaming.stateStore.rowChecksum.enabled", literal(false),
+    ConfKey(SparkConfs.RowChecksumEnabled, literal(false),
       "Spark 4.2+; must be `false` (see \"What it supports\")"),
     ConfKey("spark.sql.streaming.checkpoint.fileChecksum.enabled",
       "`true` on 4.1, else with checkpoint format 2",

@@ -12,6 +12,8 @@ object SparkConfs {
   /** Spark's checkpoint file manager; on 4.3 it has no SQL conf entry. */
   val CheckpointFileManagerClass = "spark.sql.streaming.checkpointFileManagerClass"
   val CheckpointFormatVersion = "spark.sql.streaming.stateStore.checkpointFormatVersion"
+  /** Spark 4.2+: row checksums in the providers' files, which spillstore refuses. */
+  val RowChecksumEnabled = "spark.sql.streaming.stateStore.rowChecksum.enabled"
   val RocksDbChangelogCheckpointing =
     "spark.sql.streaming.stateStore.rocksdb.changelogCheckpointing.enabled"
   /** Spark 4.3: Python runners with a writer thread (a task then calls its store from two). */
