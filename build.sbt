@@ -15,7 +15,8 @@
 // jvm/src/test/spark-<dir> hold Spark's StateStoreSuiteBase run per line (its testDirs);
 // jvm/src/test/two-threads what the lines where one task can call its store from two threads
 // run (3.5; 4.3 with pipelined Python runners); jvm/src/test/remote checkpoints on a real HDFS
-// and S3 server (3.5 and 4.3).
+// and S3 server (3.5 and 4.3); jvm/src/test/every-line what every line runs on its own build
+// (the package layers).
 //
 // Spark is never packaged (Provided). 3.5, 4.0, 4.1 and 4.2 come from the Maven repository at
 // each line's own version. Spark 4.3.0 is not on the Maven repository this project can reach,
@@ -137,6 +138,10 @@ def lineSettings(l: SparkLine): Seq[Setting[_]] = serverSettings(l) ++ Seq(
          |""".stripMargin)
     Seq(out)
   }.taskValue,
+  // Every line runs the suites of jvm/src/test/every-line on its own build: PackageLayersSuite
+  // checks the classes the line compiled (the core and its adapters) with ArchUnit.
+  Test / unmanagedSourceDirectories += (ThisBuild / baseDirectory).value / "jvm" / "src" / "test" / "every-line",
+  libraryDependencies += "com.tngtech.archunit" % "archunit" % "1.5.0" % Test,
   Test / fork := true,
   Test / run / fork := true,
   Test / parallelExecution := false,
@@ -207,7 +212,7 @@ def mavenLine(id: String): Project = {
     .settings(lineSettings(l) ++ publishSettings(l))
     .settings(
       libraryDependencies ++= mavenSpark(l.sparkVersion, l.scalaBinary),
-      Test / unmanagedSourceDirectories := {
+      Test / unmanagedSourceDirectories ++= {
         val test = (ThisBuild / baseDirectory).value / "jvm" / "src" / "test"
         l.testDirs.map(test / _)
       }
