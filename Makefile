@@ -181,10 +181,13 @@ test-lane-e2e:
 test-fast: test-jvm test-python
 
 # The Python linters, configured in python/pyproject.toml: ruff on the package and the tests,
-# mypy (types) on the package; seconds.
+# mypy (types) on the package, lint-imports (import-linter: the package's import layers) on
+# this checkout's package (PYTHONPATH: not a copy the venv may have installed from elsewhere;
+# no cache, which it would leave in the working directory); seconds.
 lint: $(VENV)/.installed
 	$(PY) -m ruff check --config python/pyproject.toml python tests
 	$(PY) -m mypy --config-file python/pyproject.toml python/spillstore
+	PYTHONPATH=python $(dir $(PY))lint-imports --no-logo --no-cache python/pyproject.toml
 
 # The docs' generated tables (conf keys and metrics, in README.md and docs/monitoring.md),
 # rewritten from the code; ReadmeSuite fails while a file's differs.

@@ -15,7 +15,8 @@
 // jvm/src/test/spark-<dir> hold Spark's StateStoreSuiteBase run per line (its testDirs);
 // jvm/src/test/two-threads what the lines where one task can call its store from two threads
 // run (3.5; 4.3 with pipelined Python runners); jvm/src/test/remote checkpoints on a real HDFS
-// and S3 server (3.5 and 4.3); jvm/src/test/all-lines what every line's tests share.
+// and S3 server (3.5 and 4.3); jvm/src/test/every-line what every line's tests share (the
+// package layers, a fresh executor scope per test).
 //
 // Spark is never packaged (Provided). 3.5, 4.0, 4.1 and 4.2 come from the Maven repository at
 // each line's own version. Spark 4.3.0 is not on the Maven repository this project can reach,
@@ -35,15 +36,15 @@ val sparkTestJarsVersion = "4.2.0"
 // python/spillstore/spark_lines.txt, which the Makefile and the Python package read too.
 val lineDirs: Map[String, (Seq[String], Seq[String])] = Map(
   "3.5" -> (Seq("spark-3.5", "spark-pre4.1", "spark-pre4.2", "spark-pre4.3"),
-    Seq("all-lines", "spark-3.5", "two-threads", "remote")),
+    Seq("spark-3.5", "two-threads", "remote")),
   "4.0" -> (Seq("spark-4.x", "spark-4.0", "spark-pre4.1", "spark-pre4.2", "spark-pre4.3"),
-    Seq("all-lines", "spark-4.x", "spark-4.0")),
+    Seq("spark-4.x", "spark-4.0")),
   "4.1" -> (Seq("spark-4.x", "spark-4.1+", "spark-4.1", "spark-pre4.2", "spark-pre4.3"),
-    Seq("all-lines", "spark-4.x", "spark-4.1+", "spark-4.1")),
+    Seq("spark-4.x", "spark-4.1+", "spark-4.1")),
   "4.2" -> (Seq("spark-4.x", "spark-4.1+", "spark-4.2+", "spark-4.2", "spark-pre4.3"),
-    Seq("all-lines", "spark-4.x", "spark-4.1+", "spark-4.2")),
+    Seq("spark-4.x", "spark-4.1+", "spark-4.2")),
   "4.3" -> (Seq("spark-4.x", "spark-4.1+", "spark-4.2+", "spark-4.3"),
-    Seq("all-lines", "spark-4.x", "spark-4.1+", "spark-4.3", "two-threads", "remote")))
+    Seq("spark-4.x", "spark-4.1+", "spark-4.3", "two-threads", "remote")))
 
 val lines: Map[String, SparkLine] = SparkLine.read(file("python/spillstore/spark_lines.txt"), lineDirs)
 val defaultLine: SparkLine = lines.values.find(_.isDefault).get
@@ -137,6 +138,10 @@ def lineSettings(l: SparkLine): Seq[Setting[_]] = serverSettings(l) ++ Seq(
          |""".stripMargin)
     Seq(out)
   }.taskValue,
+  // Every line's tests include jvm/src/test/every-line: PackageLayersSuite checks the classes
+  // the line compiled (the core and its adapters) with ArchUnit; FreshExecutorScope.
+  Test / unmanagedSourceDirectories += (ThisBuild / baseDirectory).value / "jvm" / "src" / "test" / "every-line",
+  libraryDependencies += "com.tngtech.archunit" % "archunit" % "1.5.0" % Test,
   Test / fork := true,
   Test / run / fork := true,
   Test / parallelExecution := false,
@@ -207,7 +212,7 @@ def mavenLine(id: String): Project = {
     .settings(lineSettings(l) ++ publishSettings(l))
     .settings(
       libraryDependencies ++= mavenSpark(l.sparkVersion, l.scalaBinary),
-      Test / unmanagedSourceDirectories := {
+      Test / unmanagedSourceDirectories ++= {
         val test = (ThisBuild / baseDirectory).value / "jvm" / "src" / "test"
         l.testDirs.map(test / _)
       }

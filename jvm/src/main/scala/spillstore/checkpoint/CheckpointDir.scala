@@ -32,7 +32,7 @@ final class CheckpointDir(
 
   /**
    * Writes a file atomically and returns its size; nothing is visible if `body` throws.
-   * `format` other than the current one is for tests of older files.
+   * `format` other than the current one is for tests of files this build refuses.
    */
   def write(kind: Kind, version: Long, format: Int = StateFile.FormatVersion)(
       body: StateFile.Writer => Unit): CheckpointDir.Written = {

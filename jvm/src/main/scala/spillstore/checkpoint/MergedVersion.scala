@@ -19,11 +19,9 @@ object MergedVersion {
    */
   def foreach(dir: CheckpointDir, base: Long, version: Long,
       readBase: ((Array[Byte], Array[Byte]) => Unit) => Unit, spillDir: () => File,
-      maxKeysInMemory: Int = SortedChanges.DefaultMaxKeysInMemory,
       maxOpenSources: Int = SortedChanges.DefaultMaxOpenSources)(
       visit: (Array[Byte], Array[Byte]) => Unit): Unit = {
-    val changes = SortedChanges.squash(dir, base, version, spillDir, maxKeysInMemory,
-      maxOpenSources)
+    val changes = SortedChanges.squash(dir, base, version, spillDir, maxOpenSources)
     try {
       def changesBefore(key: Array[Byte]): Unit =
         while (changes.head != null &&

@@ -86,8 +86,8 @@ final class Snapshotter(dir: CheckpointDir, spillDir: () => File, stats: Executo
         // An older base is used around a corrupt one (see withNewestGoodBase).
         val (used, written) = dir.withNewestGoodBase(listing, version) { (base, readBase) =>
           base -> dir.write(StateFile.Snapshot, version) { out =>
-            MergedVersion.foreach(dir, base, version, readBase, runsParent, maxKeysInMemory,
-              maxOpenSources)(out.put)
+            MergedVersion.foreach(dir, base, version, readBase, runsParent, maxOpenSources)(
+              out.put)
           }
         }
         wrote(version, written, s"snapshot $used + ${version - used} journals")

@@ -15,15 +15,15 @@ import org.apache.hadoop.fs.Path
  * The final value (null = removed) of every key changed in journals (base, version], in
  * unsigned key order: a k-way merge of sorted sources in which a later source's value wins.
  *
- * Journals are sorted by key (file format 2), so each is merged as it is read and no key is
- * held in memory: a snapshot costs one pass over its base and journals, with no hashing or
- * sorting on the maintenance thread (which took a third of a 25M-key run's CPU).
+ * Journals are sorted by key, so each is merged as it is read and no key is held in memory: a
+ * snapshot costs one pass over its base and journals, with no hashing or sorting on the
+ * maintenance thread (which took a third of a 25M-key run's CPU). At most `maxOpenSources`
+ * sources are open at once; past that, the open ones are first merged into one run file under
+ * `spillDir`, so a long backlog of journals costs disk, not memory.
  *
- * Format 1 journals (change order) are squashed in memory instead, at most `maxKeysInMemory`
- * keys at a time, into sorted run files under `spillDir` (without that bound a 1 GB executor
- * died squashing 2.5M keys). At most `maxOpenSources` sources are open at once; past that, the
- * open ones are first merged into one run file, so a long backlog of journals costs disk, not
- * memory.
+ * [[SortedChanges.sort]] gives records in no order the same shape: sorted in memory, at most
+ * `maxKeysInMemory` keys at a time, into sorted run files (without that bound a 1 GB executor
+ * died sorting 2.5M keys).
  *
  * Use `head` / `advance()`, then `close()` (which closes the sources and deletes the runs).
  */
@@ -65,7 +65,7 @@ final class SortedChanges private (sources: IndexedSeq[SortedChanges.Source], on
 }
 
 object SortedChanges {
-  /** About 180 heap bytes a key while squashing (map node, buffer, arrays): ~36 MB at 200k. */
+  /** About 180 heap bytes a key while sorting (map node, buffer, arrays): ~36 MB at 200k. */
   val DefaultMaxKeysInMemory = 200000
   /** Each open source buffers ~150 KB (file stream, codec, record buffer). */
   val DefaultMaxOpenSources = 32
@@ -82,9 +82,8 @@ object SortedChanges {
 
   /** Merges the journals (base, version] of `dir`; see the class comment. */
   def squash(dir: CheckpointDir, base: Long, version: Long, spillDir: () => File,
-      maxKeysInMemory: Int = DefaultMaxKeysInMemory,
       maxOpenSources: Int = DefaultMaxOpenSources): SortedChanges =
-    build(dir, spillDir, maxKeysInMemory, maxOpenSources) { merge =>
+    build(dir, spillDir, maxOpenSources) { merge =>
       var v = base + 1
       while (v <= version) { merge.addJournal(v); v += 1 }
     }
@@ -97,14 +96,12 @@ object SortedChanges {
   def sort(dir: CheckpointDir, records: Iterator[(Array[Byte], Array[Byte])],
       spillDir: () => File, maxKeysInMemory: Int = DefaultMaxKeysInMemory,
       maxOpenSources: Int = DefaultMaxOpenSources): SortedChanges =
-    build(dir, spillDir, maxKeysInMemory, maxOpenSources) { merge =>
-      records.foreach { case (k, v) => merge.addUnsorted(k, v) }
-    }
+    build(dir, spillDir, maxOpenSources)(_.addUnsorted(records, maxKeysInMemory))
 
   /** The merge of the sources `add` gives a builder; what they left is deleted if one fails. */
-  private def build(dir: CheckpointDir, spillDir: () => File, maxKeysInMemory: Int,
-      maxOpenSources: Int)(add: MergeBuilder => Unit): SortedChanges = {
-    val merge = new MergeBuilder(dir, spillDir, maxKeysInMemory, maxOpenSources)
+  private def build(dir: CheckpointDir, spillDir: () => File, maxOpenSources: Int)(
+      add: MergeBuilder => Unit): SortedChanges = {
+    val merge = new MergeBuilder(dir, spillDir, maxOpenSources)
     try {
       add(merge)
       merge.result()
@@ -115,7 +112,7 @@ object SortedChanges {
 
   /** Collects the sources of one merge, in version order. */
   private final class MergeBuilder(dir: CheckpointDir, spillDir: () => File,
-      maxKeysInMemory: Int, maxOpenSources: Int) {
+      maxOpenSources: Int) {
     require(maxOpenSources >= 2, s"maxOpenSources must be at least 2, got $maxOpenSources")
     private val sources = ArrayBuffer.empty[Source]
     private val closers = ArrayBuffer.empty[() => Unit] // one per open source
@@ -125,19 +122,18 @@ object SortedChanges {
 
     def addJournal(v: Long): Unit = {
       val (reader, in) = reading(v)(dir.open(StateFile.Journal, v))
-      if (reader.keysSorted) {
-        spillPending() // keeps sources in version order
-        add(() => reading(v)(reader.next()), () => in.close())
-      } else {
-        try reading(v)(reader.foreach(addUnsorted)) finally in.close()
-      }
+      add(() => reading(v)(reader.next()), () => in.close())
     }
 
-    /** A record later than every source added so far, in no key order. */
-    def addUnsorted(key: Array[Byte], value: Array[Byte]): Unit = {
-      pending.put(ByteBuffer.wrap(key), value)
-      if (pending.size >= maxKeysInMemory) spillPending()
-    }
+    /**
+     * `records`, later than every source added so far, in no key order: sorted runs of at most
+     * `maxKeysInMemory` keys, the last one kept in memory for [[result]].
+     */
+    def addUnsorted(records: Iterator[(Array[Byte], Array[Byte])], maxKeysInMemory: Int): Unit =
+      records.foreach { case (key, value) =>
+        pending.put(ByteBuffer.wrap(key), value)
+        if (pending.size >= maxKeysInMemory) spillPending()
+      }
 
     private def reading[T](v: Long)(body: => T): T =
       try body catch {

@@ -22,7 +22,7 @@ import org.apache.spark.sql.execution.streaming.state.SpillStoreSparkBridge
  * }}}
  *
  * Records are in ascending unsigned key order, each key once, so that a snapshot is a streaming
- * merge of its base and journals (format 1 journals were in change order; they are still read).
+ * merge of its base and journals.
  *
  * The checksum covers every record's lengths and bytes and the footer pins the file's length,
  * so a truncated or altered file is detected when it is read to its end; files are published
@@ -30,16 +30,20 @@ import org.apache.spark.sql.execution.streaming.state.SpillStoreSparkBridge
  *
  * A reader tells three failures apart, because callers treat them differently: damage (a
  * [[CorruptFileException]]: a magic, length, checksum or footer mismatch, an undecodable body,
- * a truncated file), a file this build cannot read but that is not damaged (a newer format,
- * another provider's file), and an error of the file system (any exception the underlying
- * stream throws, e.g. an `InterruptedIOException` when a task is cancelled), which is
- * rethrown as is: the file may be fine and the next attempt may read it.
+ * a truncated file), a file this build cannot read but that is not damaged (an older or newer
+ * format, another provider's file), and an error of the file system (any exception the
+ * underlying stream throws, e.g. an `InterruptedIOException` when a task is cancelled), which
+ * is rethrown as is: the file may be fine and the next attempt may read it.
  */
 object StateFile {
   val Magic: Int = 0x53504c53 // "SPLS"
-  /** The format written; format 1 (unsorted journals) is still read. */
+  /** The format written. */
   val FormatVersion: Int = 2
-  private val OldestReadableFormat: Int = 1
+  /**
+   * The formats read. Format 1 (journals in change order) was written only by development
+   * builds before 0.1.0, so no release reads it.
+   */
+  val ReadableFormats: Seq[Int] = Seq(2)
   private val EndMagic: Int = 0x53504c45 // "SPLE"
   val FooterBytes: Int = 12
 
@@ -73,10 +77,10 @@ object StateFile {
   }
 
   /** A spillstore file of a format this build does not read: not damage, never set aside. */
-  final class NewerFormatException(msg: String) extends IllegalStateException(msg)
+  final class UnreadableFormatException(msg: String) extends IllegalStateException(msg)
 
   /**
-   * A format field above this is damage, not a newer spillstore's file: formats are bumped
+   * A format field above this is damage, not another spillstore's file: formats are bumped
    * rarely, and a flipped high bit must still read as damage (a flip to 3 cannot be told apart).
    */
   private val NewestPlausibleFormat = 99
@@ -101,7 +105,8 @@ object StateFile {
 
   /**
    * Writes one file to `raw`, which the caller then publishes (close) or discards. Keys must
-   * come in ascending unsigned order; `format` 1 (no order) is only for testing older files.
+   * come in ascending unsigned order; a `format` other than [[FormatVersion]] only labels the
+   * header, for tests of files this build refuses.
    */
   final class Writer(raw: OutputStream, kind: Kind, version: Long,
       codec: SpillStoreSparkBridge.Codec, format: Int = FormatVersion) extends RecordSink {
@@ -158,16 +163,14 @@ object StateFile {
      *  `valueFrom` (null: a removal). */
     private def encode(key: Array[Byte], keyFrom: Int, keyLen: Int, value: Array[Byte],
         valueFrom: Int, valueLen: Int): Unit = {
-      if (format >= 2) {
-        if (lastKey != null && JArrays.compareUnsigned(lastKey, lastKeyFrom,
-          lastKeyFrom + lastKeyLength, key, keyFrom, keyFrom + keyLen) >= 0) {
-          throw new IllegalArgumentException(s"${kind.suffix} $version: keys must be written " +
-            s"once each, in ascending unsigned order (file format $format)")
-        }
-        lastKey = key
-        lastKeyFrom = keyFrom
-        lastKeyLength = keyLen
+      if (lastKey != null && JArrays.compareUnsigned(lastKey, lastKeyFrom,
+        lastKeyFrom + lastKeyLength, key, keyFrom, keyFrom + keyLen) >= 0) {
+        throw new IllegalArgumentException(s"${kind.suffix} $version: keys must be written " +
+          s"once each, in ascending unsigned order (file format $format)")
       }
+      lastKey = key
+      lastKeyFrom = keyFrom
+      lastKeyLength = keyLen
       val n = 8 + keyLen + valueLen
       if (n > scratch.length) scratch = new Array[Byte](math.max(n, scratch.length * 2))
       putInt(scratch, 0, keyLen)
@@ -193,9 +196,7 @@ object StateFile {
     // The codec must not read into the footer, whatever it buffers.
     private val content = new LimitedStream(source, fileLength - FooterBytes)
     private val header = new DataInputStream(content)
-    private val (format, codecName) = readHeader()
-    /** Whether records come in ascending key order (all but format 1 journals). */
-    val keysSorted: Boolean = format >= 2 || expectedKind == Snapshot
+    private val codecName = readHeader()
     // A damaged codec name or compressed-stream header must fail as corruption too, so that
     // callers can tell a damaged file from an unreadable one.
     private val body = try {
@@ -297,7 +298,8 @@ object StateFile {
       b
     }
 
-    private def readHeader(): (Int, String) = try {
+    /** Checks the header; returns the codec's name. */
+    private def readHeader(): String = try {
       val magic = header.readInt()
       if (magic != Magic) {
         ForeignFiles.ofMagic(magic).foreach { provider =>
@@ -307,15 +309,16 @@ object StateFile {
         corrupt(f"not a spillstore file (magic 0x$magic%08x)")
       }
       val format = header.readInt()
-      if (format > FormatVersion && format <= NewestPlausibleFormat) {
-        throw new NewerFormatException(s"$fileName is written in spillstore file format " +
-          s"$format, which this spillstore$thisVersion does not read (it reads formats " +
-          s"$OldestReadableFormat to $FormatVersion): a newer spillstore wrote it. Run the " +
-          s"query with a spillstore that reads format $format (the one that wrote it, or " +
-          "later); the file was left as it is")
-      }
-      if (format < OldestReadableFormat || format > FormatVersion) {
+      if (format < 1 || format > NewestPlausibleFormat) {
         corrupt(s"format version $format is not one spillstore ever wrote")
+      }
+      if (!ReadableFormats.contains(format)) {
+        val origin = if (format > FormatVersion) "a newer spillstore wrote it. Run the query " +
+          s"with a spillstore that reads format $format (the one that wrote it, or later)"
+        else "an older spillstore wrote it"
+        throw new UnreadableFormatException(s"$fileName is written in spillstore file format " +
+          s"$format, which this spillstore$thisVersion does not read (the formats it reads: " +
+          s"${ReadableFormats.mkString(", ")}): $origin; the file was left as it is")
       }
       val kindId = header.readByte()
       val kind = kinds.find(_.id == kindId).getOrElse(corrupt(s"unknown file kind $kindId"))
@@ -324,7 +327,7 @@ object StateFile {
       if (version != expectedVersion) {
         corrupt(s"holds version $version, expected $expectedVersion")
       }
-      (format, header.readUTF())
+      header.readUTF()
     } catch {
       // A damaged codec name: UTFDataFormatException.
       case e: IOException => failed(e, " in its header", s"cannot read its header ($e)")

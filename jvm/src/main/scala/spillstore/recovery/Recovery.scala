@@ -94,7 +94,7 @@ final class Recovery(dir: CheckpointDir, spillDir: () => File) extends Logging {
 
   private def unreadable(file: Path, e: Throwable): Throwable = e match {
     // Not the file's fault: their own messages say what to do.
-    case _: StateFile.NewerFormatException | _: ForeignFiles.ForeignFilesException => e
+    case _: StateFile.UnreadableFormatException | _: ForeignFiles.ForeignFilesException => e
     case _ => StateFile.unreadable(file, e)
   }
 }

@@ -27,25 +27,21 @@ class SnapshotterSuite extends AnyFunSuite {
   private def unsignedSorted(keys: Seq[Seq[Byte]]): Boolean =
     keys.zip(keys.drop(1)).forall { case (a, b) => java.util.Arrays.compareUnsigned(a.toArray, b.toArray) < 0 }
 
-  // Journals in format 1 (change order, squashed in memory), format 2 (sorted, merged as read),
-  // and both mixed; a tiny key budget and fan-in force run files and merges of open sources.
-  for ((journals, formatOf) <- Seq[(String, Long => Int)](
-    "format 1" -> (_ => 1), "format 2" -> (_ => 2), "formats 1 and 2 mixed" -> (v => 1 + (v % 2).toInt)))
-  test(s"snapshots from $journals journals equal the state, sorted, with bounded memory and fan-in, and leave no run behind") {
+  // A tiny fan-in forces run files and merges of open sources.
+  test("snapshots from journals equal the state, sorted, with bounded fan-in, and leave no run behind") {
     for (seed <- 1 to 5) withDirs("snapshotter") { (dir, local) =>
       val rnd = new Random(seed)
       val model = mutable.Map.empty[Seq[Byte], Seq[Byte]]
-      val tiny = new Snapshotter(dir, () => local, new ExecutorStats, maxKeysInMemory = 7, maxOpenSources = 3)
+      val tiny = new Snapshotter(dir, () => local, new ExecutorStats, maxOpenSources = 3)
       for (v <- 1L to 24L) {
         val batch = mutable.LinkedHashMap.empty[Seq[Byte], Array[Byte]] // squashed, as journals are
         (0 until rnd.nextInt(60)).foreach { _ =>
           val k = key(rnd)
           batch(k.toSeq) = if (rnd.nextInt(4) == 0) null else key(rnd)
         }
-        val format = formatOf(v)
-        val records = if (format == 1) batch.toSeq else batch.toSeq.sortWith((a, b) =>
+        val records = batch.toSeq.sortWith((a, b) =>
           java.util.Arrays.compareUnsigned(a._1.toArray, b._1.toArray) < 0)
-        dir.write(StateFile.Journal, v, format) { w =>
+        dir.write(StateFile.Journal, v) { w =>
           records.foreach { case (k, value) => w.record(k.toArray, value) }
         }
         batch.foreach { case (k, value) => if (value == null) model -= k else model(k) = value.toSeq }
@@ -61,7 +57,7 @@ class SnapshotterSuite extends AnyFunSuite {
             s"runs outside this JVM's dir: ${local.list().mkString(", ")}")
         }
       }
-      assert(local.isDirectory, "with 7 keys in memory and 3 open sources, runs must have been written")
+      assert(local.isDirectory, "with 3 open sources, runs must have been written")
     }
   }
 
@@ -78,19 +74,19 @@ class SnapshotterSuite extends AnyFunSuite {
     }
   }
 
-  test("format 1 and 2 files are read; a newer format is refused with both versions named") {
+  test("format 2 files are read; format 1 (development builds' unsorted journals) and a newer " +
+    "format are refused, naming the file, its format and the formats read") {
     withDirs("snapshotter") { (dir, _) =>
-      dir.write(StateFile.Journal, 1, format = 1)(w => { w.put(Array[Byte](2), Array[Byte](0)); w.remove(Array[Byte](1)) })
-      dir.write(StateFile.Journal, 2)(w => w.put(Array[Byte](1), Array[Byte](7)))
-      assert(readAll(dir, StateFile.Journal, 1) === Seq(Seq[Byte](2) -> Seq[Byte](0), Seq[Byte](1) -> null))
-      def sorted(v: Long): Boolean = { val (r, in) = dir.open(StateFile.Journal, v); in.close(); r.keysSorted }
-      assert(!sorted(1) && sorted(2))
-      dir.write(StateFile.Journal, 3, format = StateFile.FormatVersion + 1)(_ => ())
-      val e = intercept[StateFile.NewerFormatException](readAll(dir, StateFile.Journal, 3))
-      assert(e.getMessage.contains("3.journal") &&
-        e.getMessage.contains(s"format ${StateFile.FormatVersion + 1}") &&
-        e.getMessage.contains(s"formats 1 to ${StateFile.FormatVersion}") &&
-        e.getMessage.contains("newer spillstore"), e.getMessage)
+      dir.write(StateFile.Journal, 1)(w => { w.remove(Array[Byte](1)); w.put(Array[Byte](2), Array[Byte](0)) })
+      assert(readAll(dir, StateFile.Journal, 1) === Seq(Seq[Byte](1) -> null, Seq[Byte](2) -> Seq[Byte](0)))
+      for ((v, format, writer) <- Seq((2, 1, "older"), (3, StateFile.FormatVersion + 1, "newer"))) {
+        dir.write(StateFile.Journal, v, format)(w => w.put(Array[Byte](1), Array[Byte](7)))
+        val e = intercept[StateFile.UnreadableFormatException](readAll(dir, StateFile.Journal, v))
+        Seq(s"$v.journal", s"file format $format", "the formats it reads: 2",
+          s"$writer spillstore").foreach { part =>
+          assert(e.getMessage.contains(part), s"'$part' not in: ${e.getMessage}")
+        }
+      }
     }
   }
 }

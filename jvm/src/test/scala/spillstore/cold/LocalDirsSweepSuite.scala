@@ -117,11 +117,11 @@ class LocalDirsSweepSuite extends AnyFunSuite {
         TrueFileFilter.INSTANCE).toArray(Array.empty[File]).toSeq
         .filter(_.getName.startsWith("spillstore-snapshot-runs-"))
       val deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(30)
-      while (runDirs.forall(d => Option(d.list()).forall(_.length < 2)) && System.nanoTime() < deadline) {
+      while (runDirs.forall(d => Option(d.list()).forall(_.isEmpty)) && System.nanoTime() < deadline) {
         Thread.sleep(10)
       }
       val runs = runDirs
-      assert(runs.size == 1 && runs.head.list().length >= 2, s"the child's runs: $runs")
+      assert(runs.size == 1 && runs.head.list().nonEmpty, s"the child's runs: $runs")
       child.destroyForcibly() // SIGKILL: no shutdown hook runs
       assert(child.waitFor(30, TimeUnit.SECONDS) && child.exitValue() == 137)
       mine = ColdTier.create(parent, "next")

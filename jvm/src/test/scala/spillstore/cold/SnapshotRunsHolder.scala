@@ -25,14 +25,15 @@ object SnapshotRunsHolder {
     val checkpoint = new File(args(1))
     val dir = new CheckpointDir(new Path(checkpoint.toURI), new Configuration,
       SpillStoreSparkBridge.compressionCodec("lz4"))
-    for (v <- 1L to 2L) dir.write(StateFile.Journal, v, format = 1) { w =>
+    for (v <- 1L to 2L) dir.write(StateFile.Journal, v) { w =>
       (0 until 10).foreach(i => w.record(s"key-$v-$i".getBytes, new Array[Byte](10)))
     }
     val stuck = new File(checkpoint, "3.journal")
     assert(Seq("mkfifo", stuck.getPath).! == 0, s"mkfifo $stuck failed")
     println("merging")
     System.out.flush()
-    new Snapshotter(dir, () => new File(args(0)), new ExecutorStats, maxKeysInMemory = 1)
+    // A fan-in of 2 merges journals 1 and 2 into a run before journal 3 is opened.
+    new Snapshotter(dir, () => new File(args(0)), new ExecutorStats, maxOpenSources = 2)
       .snapshot(3, dir.list())
     sys.error("the merge was to block on the named pipe")
   }
