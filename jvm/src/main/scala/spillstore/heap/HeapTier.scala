@@ -32,7 +32,7 @@ import spillstore.checkpoint.StateFile
  * Recency is tracked CLOCK-style (second chance), not with a linked LRU list: an access only
  * sets a bit in the record it already read (docs/design.md).
  *
- * The records' layout is [[EntryRecords]]'s.
+ * The records' layout is [[EntryRecords]]'s; giving back the pages' garbage, [[PageCompactor]]'s.
  *
  * Owned by the thread that may use its TieredState (see tiered.Ownership's state table): never
  * used by two threads at once, nothing synchronized. Snapshots are built from checkpoint files,
@@ -58,6 +58,7 @@ final class HeapTier(listener: HeapTier.Listener = HeapTier.NoListener) {
   private var hand = 0
   /** The open batch's changed entries with the committed regions they replaced. */
   private val changes = new ChangeList(this)
+  private val compactor = new PageCompactor(pages, records, changes)
   /** Keys the open batch added less keys it removed (committed state to now). */
   private var keyDelta = 0L
   /** Bytes allocated so far (regions, and each new entry's share of the arrays): growth. */
@@ -426,9 +427,7 @@ final class HeapTier(listener: HeapTier.Listener = HeapTier.NoListener) {
 
   /**
    * Gives back what many departed entries (evictions, removals, updates) left: table, record
-   * and pin capacity at a quarter full, and pages once garbage is a quarter of them. Pages go
-   * at twice the pace garbage was made since the previous call, so that a commit pays in
-   * proportion to what its batch changed, never for the whole state at once.
+   * and pin capacity at a quarter full, and pages at the pace [[PageCompactor.atPace]] sets.
    */
   def trimToSize(): Unit = {
     if (entriesInTable * 4 < table.length && table.length > InitialCapacity) {
@@ -440,40 +439,12 @@ final class HeapTier(listener: HeapTier.Listener = HeapTier.NoListener) {
     if (entriesInTable * 4 < pins.length && pins.length > InitialCapacity) {
       pins = java.util.Arrays.copyOf(pins, math.max(InitialCapacity, entriesInTable * 2))
     }
-    val freed = pages.takeFreed()
-    if (pages.garbageBytes * 4 > pages.estimatedBytes) {
-      reclaim(math.min(pages.garbageBytes - pages.estimatedBytes / 8, 2 * freed + Pages.MaxPageBytes))
-    }
+    compactor.atPace(entriesInTable)
   }
 
-  /**
-   * Evacuates the emptiest pages (copies their live regions to the page being filled, then
-   * drops them) to give back about `bytes`; returns the bytes given back. Costs the live bytes
-   * copied, at most three for each byte given back.
-   */
-  def reclaim(bytes: Long): Long = {
-    val before = estimatedBytes
-    pages.evacuationCandidates(bytes).foreach(evacuate)
-    before - estimatedBytes
-  }
-
-  private def evacuate(index: Int): Unit = {
-    pages.foreachRegion(index) { (a, owner, length) =>
-      if (owner >= 0 && owner < entriesInTable) {
-        val current = records.addr(owner) == a
-        val k = if (changed(owner)) records.changeAt(owner) else -1
-        val undo = k >= 0 && changes.undoAddr(k) == a
-        if (current || undo) {
-          val to = pages.allocate(length, owner)
-          System.arraycopy(pages.page(a), Pages.offset(a), pages.page(to), Pages.offset(to), length)
-          pages.freeMoved(a, length)
-          if (current) records.setAddr(owner, to)
-          if (undo) changes.setUndoAddr(k, to)
-        }
-      }
-    }
-    pages.drop(index)
-  }
+  /** Evacuates pages to give back about `bytes` ([[PageCompactor.reclaim]]); returns the bytes
+   *  given back. */
+  def reclaim(bytes: Long): Long = compactor.reclaim(bytes, entriesInTable)
 
   private def rehash(capacity: Int): Unit = {
     table = emptyTable(capacity)
