@@ -27,12 +27,10 @@ import spillstore.checkpoint.StateFile
  * Slots are dense, [0, numSlots), and iteration walks them by index, so an iterator sees keys
  * added after it was created (as Spark's default provider's does) and is not disturbed by
  * table growth. Unlinking an entry moves the last one into its slot; its hash chain, its
- * page header, its change-list position and the CLOCK pin follow it.
+ * page header, its change-list position and its pin follow it.
  *
- * Recency is tracked CLOCK-style (second chance), not with a linked LRU list: an access only
- * sets a bit in the record it already read (docs/design.md).
- *
- * The records' layout is [[EntryRecords]]'s; giving back the pages' garbage, [[PageCompactor]]'s.
+ * The records' layout is [[EntryRecords]]'s, the choice of eviction victims [[Clock]]'s, giving
+ * back the pages' garbage [[PageCompactor]]'s.
  *
  * Owned by the thread that may use its TieredState (see tiered.Ownership's state table): never
  * used by two threads at once, nothing synchronized. Snapshots are built from checkpoint files,
@@ -47,15 +45,9 @@ final class HeapTier(listener: HeapTier.Listener = HeapTier.NoListener) {
   private var table = emptyTable(InitialCapacity)
   private var entriesInTable = 0
   private val records = new EntryRecords(InitialCapacity)
-  /**
-   * 1 where the slot's entry is pinned (changed in the open batch, or selected for eviction).
-   * The CLOCK hand skips pinned slots without reading their records: late in a batch that misses
-   * a lot most of the heap is pinned (43 % of a 50 %-hit run was that sweep, with entries).
-   */
-  private var pins = new Array[Byte](InitialCapacity)
+  /** Chooses eviction victims, never an entry the open batch changed (those are pinned). */
+  private val clock = new Clock(records, InitialCapacity)
   private var liveCount = 0L
-  /** Position of the CLOCK hand among the slots. */
-  private var hand = 0
   /** The open batch's changed entries with the committed regions they replaced. */
   private val changes = new ChangeList(this)
   private val compactor = new PageCompactor(pages, records, changes)
@@ -74,7 +66,7 @@ final class HeapTier(listener: HeapTier.Listener = HeapTier.NoListener) {
    * listener (the prefix index) keeps per entry.
    */
   def estimatedBytes: Long = pages.estimatedBytes + table.length.toLong * 4 +
-    records.estimatedBytes + pins.length + changes.estimatedBytes + listener.estimatedBytes
+    records.estimatedBytes + clock.estimatedBytes + changes.estimatedBytes + listener.estimatedBytes
 
   /**
    * Bytes allocated since the tier was created: what the state grew by, entry by entry, where
@@ -203,7 +195,7 @@ final class HeapTier(listener: HeapTier.Listener = HeapTier.NoListener) {
       if (undo >= 0 && undo != records.addr(s)) pages.free(undo, keyLength(s) + changes.undoValueLength(k))
       // Cleared first: an entry moved by the unlink below must not be looked up in the list.
       records.clear(s, Changed | Existed)
-      if (!isLive(s)) unlink(s) else pins(s) = 0
+      if (!isLive(s)) unlink(s) else clock.unpin(s)
       k += 1
     }
     resetChanges()
@@ -224,7 +216,7 @@ final class HeapTier(listener: HeapTier.Listener = HeapTier.NoListener) {
           records.setValueLength(s, changes.undoValueLength(k))
         }
         setLive(s)
-        pins(s) = 0
+        clock.unpin(s)
       } else {
         setDead(s)
         unlink(s)
@@ -269,39 +261,20 @@ final class HeapTier(listener: HeapTier.Listener = HeapTier.NoListener) {
     unlink(slot)
   }
 
-  /**
-   * The next eviction victim by CLOCK: the first entry at or after the hand that was not used
-   * since the hand last passed (passing clears the bit), is not changed in the open batch
-   * (pinned until commit) and was not selected already. -1 if two sweeps find none. The
-   * victim stays selected until [[dropCommitted]] or [[unselect]].
-   */
-  def nextVictim(): Int = {
-    var budget = 2 * entriesInTable
-    while (budget > 0) {
-      if (hand >= entriesInTable) hand = 0
-      val s = hand
-      hand += 1
-      budget -= 1
-      if (pins(s) == 0) {
-        if (records.has(s, Referenced)) records.clear(s, Referenced)
-        else if (isLive(s)) { records.set(s, Selected); pins(s) = 1; return s }
-      }
-    }
-    -1
-  }
-
+  /** The next eviction victim ([[Clock.nextVictim]]), selected until [[dropCommitted]] or
+   *  [[unselect]]; -1 if none. */
+  def nextVictim(): Int = clock.nextVictim(entriesInTable)
   /** Returns a selected victim that was not evicted after all. */
-  def unselect(slot: Int): Unit = { records.clear(slot, Selected); pins(slot) = 0 }
+  def unselect(slot: Int): Unit = clock.unselect(slot)
 
   def clear(): Unit = {
     listener.cleared()
     pages.clear()
     table = emptyTable(InitialCapacity)
     records.clear()
-    pins = new Array[Byte](InitialCapacity)
+    clock.clear()
     entriesInTable = 0
     liveCount = 0
-    hand = 0
     resetChanges()
   }
 
@@ -316,7 +289,7 @@ final class HeapTier(listener: HeapTier.Listener = HeapTier.NoListener) {
     checkValueLength(valueLength)
     if (entriesInTable >= table.length - (table.length >>> 2)) rehash(table.length * 2)
     val s = entriesInTable
-    if (s == pins.length) pins = java.util.Arrays.copyOf(pins, pins.length * 2)
+    clock.add(s)
     allocated += PerEntryBytes
     val a = allocate(keyLength + valueLength, s)
     val p = pages.page(a)
@@ -371,7 +344,7 @@ final class HeapTier(listener: HeapTier.Listener = HeapTier.NoListener) {
     entriesInTable -= 1
     val last = entriesInTable
     if (last != slot) move(last, slot)
-    pins(last) = 0
+    clock.unpin(last)
   }
 
   /** Makes whatever pointed at slot `from` in the chain of `bucket` point at `to`. */
@@ -387,7 +360,7 @@ final class HeapTier(listener: HeapTier.Listener = HeapTier.NoListener) {
   /** Moves the entry in slot `from` to the free slot `to`, with everything that names it. */
   private def move(from: Int, to: Int): Unit = {
     records.copy(from, to)
-    pins(to) = pins(from)
+    clock.moved(from, to)
     replaceLink(hashAt(to) & (table.length - 1), from, to)
     pages.setOwner(records.addr(to), to)
     if (changed(to)) {
@@ -415,7 +388,7 @@ final class HeapTier(listener: HeapTier.Listener = HeapTier.NoListener) {
     val live = isLive(slot)
     records.set(slot, if (live) Changed | Existed else Changed)
     records.setChangeAt(slot, changes.add(slot, if (live) records.addr(slot) else -1L, valueLength(slot)))
-    pins(slot) = 1
+    clock.pin(slot)
     // Conservative: after an abort the cold copy is rewritten once more than needed.
     if (cold(slot) == ColdClean) setCold(slot, ColdStale)
   }
@@ -436,9 +409,7 @@ final class HeapTier(listener: HeapTier.Listener = HeapTier.NoListener) {
       rehash(capacity)
     }
     records.trim(entriesInTable)
-    if (entriesInTable * 4 < pins.length && pins.length > InitialCapacity) {
-      pins = java.util.Arrays.copyOf(pins, math.max(InitialCapacity, entriesInTable * 2))
-    }
+    clock.trim(entriesInTable)
     compactor.atPace(entriesInTable)
   }
 
