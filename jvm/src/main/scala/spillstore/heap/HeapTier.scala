@@ -8,7 +8,7 @@ import spillstore.checkpoint.StateFile
 
 /**
  * The live state on the heap, without an object per entry: a chained hash table over entry
- * records in `Long` arrays, with keys and values in [[Pages]]. An entry is named by its slot,
+ * records ([[EntryRecords]]), with keys and values in [[Pages]]. An entry is named by its slot,
  * an `Int`; the values a batch replaced are kept beside its change list.
  *
  * Why no objects: at 25M keys in a 1 GB heap, entries as two objects each (a node and its key
@@ -27,21 +27,10 @@ import spillstore.checkpoint.StateFile
  * Slots are dense, [0, numSlots), and iteration walks them by index, so an iterator sees keys
  * added after it was created (as Spark's default provider's does) and is not disturbed by
  * table growth. Unlinking an entry moves the last one into its slot; its hash chain, its
- * page header, its change-list position and the CLOCK pin follow it.
+ * page header, its change-list position and its pin follow it.
  *
- * Recency is tracked CLOCK-style (second chance), not with a linked LRU list: an access only
- * sets a bit in the record it already read (docs/design.md).
- *
- * A record is four longs, one 32-byte aligned block, so a lookup costs the table, one record
- * and the key's bytes, as the objects did:
- * {{{
- * long | high 32 bits                 | low 32 bits
- * -----+------------------------------+----------------------------------------------------
- * 0    | hash                         | key length (24 bits), flags (Changed ... cold state)
- * 1    | page address of the key and value ([[Pages]]: page index, offset)
- * 2    | next slot in the hash chain  | value length
- * 3    | -                            | position in the change list (while Changed)
- * }}}
+ * The records' layout is [[EntryRecords]]'s, the choice of eviction victims [[Clock]]'s, giving
+ * back the pages' garbage [[PageCompactor]]'s.
  *
  * Owned by the thread that may use its TieredState (see tiered.Ownership's state table): never
  * used by two threads at once, nothing synchronized. Snapshots are built from checkpoint files,
@@ -49,25 +38,19 @@ import spillstore.checkpoint.StateFile
  */
 final class HeapTier(listener: HeapTier.Listener = HeapTier.NoListener) {
   import HeapTier._
+  import EntryRecords._
 
   private val pages = new Pages
   /** Head slot of each bucket's chain, -1 for none. */
   private var table = emptyTable(InitialCapacity)
   private var entriesInTable = 0
-  /** Chunks of records; the first grows by doubling up to a whole chunk, so a small state
-   *  stays small. */
-  private var records = Array(new Array[Long](InitialCapacity * 4))
-  /**
-   * 1 where the slot's entry is pinned (changed in the open batch, or selected for eviction).
-   * The CLOCK hand skips pinned slots without reading their records: late in a batch that misses
-   * a lot most of the heap is pinned (43 % of a 50 %-hit run was that sweep, with entries).
-   */
-  private var pins = new Array[Byte](InitialCapacity)
+  private val records = new EntryRecords(InitialCapacity)
+  /** Chooses eviction victims, never an entry the open batch changed (those are pinned). */
+  private val clock = new Clock(records, InitialCapacity)
   private var liveCount = 0L
-  /** Position of the CLOCK hand among the slots. */
-  private var hand = 0
   /** The open batch's changed entries with the committed regions they replaced. */
   private val changes = new ChangeList(this)
+  private val compactor = new PageCompactor(pages, records, changes)
   /** Keys the open batch added less keys it removed (committed state to now). */
   private var keyDelta = 0L
   /** Bytes allocated so far (regions, and each new entry's share of the arrays): growth. */
@@ -83,12 +66,7 @@ final class HeapTier(listener: HeapTier.Listener = HeapTier.NoListener) {
    * listener (the prefix index) keeps per entry.
    */
   def estimatedBytes: Long = pages.estimatedBytes + table.length.toLong * 4 +
-    recordBytes + pins.length + changes.estimatedBytes +
-    listener.estimatedBytes
-
-  // Only the first chunk is ever smaller than a whole chunk, and only while it is the only one.
-  private def recordBytes: Long =
-    if (records.length == 1) records(0).length * 8L else records.length * ChunkLongs * 8L
+    records.estimatedBytes + clock.estimatedBytes + changes.estimatedBytes + listener.estimatedBytes
 
   /**
    * Bytes allocated since the tier was created: what the state grew by, entry by entry, where
@@ -107,53 +85,26 @@ final class HeapTier(listener: HeapTier.Listener = HeapTier.NoListener) {
 
   // ---------------------------------------------------------------- one entry, by slot
 
-  @inline private def chunk(slot: Int): Array[Long] = records(slot >>> ChunkShift)
-  @inline private def at(slot: Int): Int = (slot & ChunkMask) << 2
-
-  private def bits(slot: Int): Int = chunk(slot)(at(slot)).toInt
-  private def setBits(slot: Int, b: Int): Unit = {
-    val c = chunk(slot); val i = at(slot)
-    c(i) = (c(i) & HighBits) | (b & LowBits)
-  }
-  private def has(slot: Int, flag: Int): Boolean = (bits(slot) & flag) != 0
-  private def set(slot: Int, flag: Int): Unit = setBits(slot, bits(slot) | flag)
-  private def clear(slot: Int, flag: Int): Unit = setBits(slot, bits(slot) & ~flag)
-
-  def hashAt(slot: Int): Int = (chunk(slot)(at(slot)) >>> 32).toInt
-  private def addr(slot: Int): Long = chunk(slot)(at(slot) + 1)
-  private def setAddr(slot: Int, a: Long): Unit = chunk(slot)(at(slot) + 1) = a
-  private def next(slot: Int): Int = (chunk(slot)(at(slot) + 2) >>> 32).toInt
-  private def setNext(slot: Int, n: Int): Unit = {
-    val c = chunk(slot); val i = at(slot) + 2
-    c(i) = (n.toLong << 32) | (c(i) & LowBits)
-  }
-  def valueLength(slot: Int): Int = chunk(slot)(at(slot) + 2).toInt
-  private def setValueLength(slot: Int, v: Int): Unit = {
-    val c = chunk(slot); val i = at(slot) + 2
-    c(i) = (c(i) & HighBits) | (v & LowBits)
-  }
-  private def changeAt(slot: Int): Int = chunk(slot)(at(slot) + 3).toInt
-  private def setChangeAt(slot: Int, k: Int): Unit = chunk(slot)(at(slot) + 3) = k
-
-  def keyLength(slot: Int): Int = bits(slot) & KeyLengthMask
+  def hashAt(slot: Int): Int = records.hash(slot)
+  def keyLength(slot: Int): Int = records.keyLength(slot)
+  def valueLength(slot: Int): Int = records.valueLength(slot)
   /** Whether the key has a value; false while the open batch has removed it (a tombstone). */
-  def isLive(slot: Int): Boolean = has(slot, Live)
+  def isLive(slot: Int): Boolean = records.has(slot, Live)
   /** Changed in the open batch: it is in the batch's change list. */
-  def changed(slot: Int): Boolean = has(slot, Changed)
+  def changed(slot: Int): Boolean = records.has(slot, Changed)
   /** Had a committed value before the open batch changed it. */
-  def existed(slot: Int): Boolean = has(slot, Existed)
+  def existed(slot: Int): Boolean = records.has(slot, Existed)
   /**
    * What the cold tier holds for this key: [[HeapTier.ColdAbsent]], [[HeapTier.ColdStale]] or
    * [[HeapTier.ColdClean]].
    */
-  def cold(slot: Int): Byte = ((bits(slot) >>> ColdShift) & 3).toByte
-  def setCold(slot: Int, c: Byte): Unit =
-    setBits(slot, (bits(slot) & ~(3 << ColdShift)) | (c << ColdShift))
+  def cold(slot: Int): Byte = records.cold(slot)
+  def setCold(slot: Int, c: Byte): Unit = records.setCold(slot, c)
 
   /** The page holding the entry's key, then its value, from [[keyOffset]]. */
-  def page(slot: Int): Array[Byte] = pages.page(addr(slot))
+  def page(slot: Int): Array[Byte] = pages.page(records.addr(slot))
   /** Index in [[page]] of the key's first byte. */
-  def keyOffset(slot: Int): Int = Pages.offset(addr(slot))
+  def keyOffset(slot: Int): Int = Pages.offset(records.addr(slot))
   /** The entry's key and value as they are now; they stay valid after later changes. */
   def keyValue(slot: Int): KeyValue =
     new KeyValue(page(slot), keyOffset(slot), keyLength(slot), valueLength(slot))
@@ -194,15 +145,12 @@ final class HeapTier(listener: HeapTier.Listener = HeapTier.NoListener) {
   def find(base: AnyRef, offset: Long, length: Int, hash: Int): Int = {
     var s = table(hash & (table.length - 1))
     while (s >= 0) {
-      val c = chunk(s)
-      val i = at(s)
-      val head = c(i)
-      if ((head >>> 32).toInt == hash && (head.toInt & KeyLengthMask) == length) {
-        val a = c(i + 1)
+      if (records.hashAndLengthAre(s, hash, length)) {
+        val a = records.addr(s)
         if (ByteArrayMethods.arrayEquals(pages.page(a), Platform.BYTE_ARRAY_OFFSET + Pages.offset(a),
           base, offset, length)) return s
       }
-      s = (c(i + 2) >>> 32).toInt
+      s = records.next(s)
     }
     -1
   }
@@ -215,7 +163,7 @@ final class HeapTier(listener: HeapTier.Listener = HeapTier.NoListener) {
     val oldLength = regionLength(slot)
     val old = rewrite(slot, valueBase, valueOffset, valueLength)
     // The region the batch found is the undo, freed at commit; later ones are the batch's own.
-    if (!first && changes.undoAddr(changeAt(slot)) != old) pages.free(old, oldLength)
+    if (!first && changes.undoAddr(records.changeAt(slot)) != old) pages.free(old, oldLength)
     setLive(slot)
     touch(slot)
   }
@@ -244,10 +192,10 @@ final class HeapTier(listener: HeapTier.Listener = HeapTier.NoListener) {
     while (k < changes.size) {
       val s = changes.slot(k)
       val undo = changes.undoAddr(k)
-      if (undo >= 0 && undo != addr(s)) pages.free(undo, keyLength(s) + changes.undoValueLength(k))
+      if (undo >= 0 && undo != records.addr(s)) pages.free(undo, keyLength(s) + changes.undoValueLength(k))
       // Cleared first: an entry moved by the unlink below must not be looked up in the list.
-      clear(s, Changed | Existed)
-      if (!isLive(s)) unlink(s) else pins(s) = 0
+      records.clear(s, Changed | Existed)
+      if (!isLive(s)) unlink(s) else clock.unpin(s)
       k += 1
     }
     resetChanges()
@@ -259,16 +207,16 @@ final class HeapTier(listener: HeapTier.Listener = HeapTier.NoListener) {
     while (k >= 0) {
       val s = changes.slot(k)
       val undo = changes.undoAddr(k)
-      clear(s, Changed | Existed)
+      records.clear(s, Changed | Existed)
       if (undo >= 0) {
-        val now = addr(s)
+        val now = records.addr(s)
         if (now != undo) {
           pages.free(now, regionLength(s))
-          setAddr(s, undo)
-          setValueLength(s, changes.undoValueLength(k))
+          records.setAddr(s, undo)
+          records.setValueLength(s, changes.undoValueLength(k))
         }
         setLive(s)
-        pins(s) = 0
+        clock.unpin(s)
       } else {
         setDead(s)
         unlink(s)
@@ -309,43 +257,24 @@ final class HeapTier(listener: HeapTier.Listener = HeapTier.NoListener) {
    */
   def dropCommitted(slot: Int): Unit = {
     setDead(slot)
-    clear(slot, Changed | Existed | Selected)
+    records.clear(slot, Changed | Existed | Selected)
     unlink(slot)
   }
 
-  /**
-   * The next eviction victim by CLOCK: the first entry at or after the hand that was not used
-   * since the hand last passed (passing clears the bit), is not changed in the open batch
-   * (pinned until commit) and was not selected already. -1 if two sweeps find none. The
-   * victim stays selected until [[dropCommitted]] or [[unselect]].
-   */
-  def nextVictim(): Int = {
-    var budget = 2 * entriesInTable
-    while (budget > 0) {
-      if (hand >= entriesInTable) hand = 0
-      val s = hand
-      hand += 1
-      budget -= 1
-      if (pins(s) == 0) {
-        if (has(s, Referenced)) clear(s, Referenced)
-        else if (isLive(s)) { set(s, Selected); pins(s) = 1; return s }
-      }
-    }
-    -1
-  }
-
+  /** The next eviction victim ([[Clock.nextVictim]]), selected until [[dropCommitted]] or
+   *  [[unselect]]; -1 if none. */
+  def nextVictim(): Int = clock.nextVictim(entriesInTable)
   /** Returns a selected victim that was not evicted after all. */
-  def unselect(slot: Int): Unit = { clear(slot, Selected); pins(slot) = 0 }
+  def unselect(slot: Int): Unit = clock.unselect(slot)
 
   def clear(): Unit = {
     listener.cleared()
     pages.clear()
     table = emptyTable(InitialCapacity)
-    records = Array(new Array[Long](InitialCapacity * 4))
-    pins = new Array[Byte](InitialCapacity)
+    records.clear()
+    clock.clear()
     entriesInTable = 0
     liveCount = 0
-    hand = 0
     resetChanges()
   }
 
@@ -360,25 +289,14 @@ final class HeapTier(listener: HeapTier.Listener = HeapTier.NoListener) {
     checkValueLength(valueLength)
     if (entriesInTable >= table.length - (table.length >>> 2)) rehash(table.length * 2)
     val s = entriesInTable
-    if ((s >>> ChunkShift) == records.length) {
-      records = java.util.Arrays.copyOf(records, records.length + 1)
-      records(s >>> ChunkShift) = new Array[Long](ChunkLongs)
-    } else if (at(s) == records(0).length) {
-      records(0) = java.util.Arrays.copyOf(records(0), records(0).length * 2)
-    }
-    if (s == pins.length) pins = java.util.Arrays.copyOf(pins, pins.length * 2)
+    clock.add(s)
     allocated += PerEntryBytes
     val a = allocate(keyLength + valueLength, s)
     val p = pages.page(a)
     copy(keyBase, keyOffset, p, Pages.offset(a), keyLength)
     copy(valueBase, valueOffset, p, Pages.offset(a) + keyLength, valueLength)
     val bucket = hash & (table.length - 1)
-    val c = chunk(s)
-    val i = at(s)
-    c(i) = (hash.toLong << 32) | (keyLength | Referenced)
-    c(i + 1) = a
-    c(i + 2) = (table(bucket).toLong << 32) | (valueLength & LowBits)
-    c(i + 3) = 0
+    records.add(s, hash, keyLength, Referenced, a, table(bucket), valueLength)
     table(bucket) = s
     entriesInTable += 1
     listener.inserted(p, Pages.offset(a), keyLength)
@@ -398,14 +316,14 @@ final class HeapTier(listener: HeapTier.Listener = HeapTier.NoListener) {
    * garbage.
    */
   private def rewrite(slot: Int, valueBase: AnyRef, valueOffset: Long, valueLength: Int): Long = {
-    val old = addr(slot)
+    val old = records.addr(slot)
     val keyLen = keyLength(slot)
     val a = allocate(keyLen + valueLength, slot)
     val p = pages.page(a)
     System.arraycopy(pages.page(old), Pages.offset(old), p, Pages.offset(a), keyLen)
     copy(valueBase, valueOffset, p, Pages.offset(a) + keyLen, valueLength)
-    setAddr(slot, a)
-    setValueLength(slot, valueLength)
+    records.setAddr(slot, a)
+    records.setValueLength(slot, valueLength)
     old
   }
 
@@ -421,12 +339,12 @@ final class HeapTier(listener: HeapTier.Listener = HeapTier.NoListener) {
   private def unlink(slot: Int): Unit = {
     listener.unlinked(page(slot), keyOffset(slot), keyLength(slot))
     val bucket = hashAt(slot) & (table.length - 1)
-    replaceLink(bucket, slot, next(slot))
-    pages.free(addr(slot), regionLength(slot))
+    replaceLink(bucket, slot, records.next(slot))
+    pages.free(records.addr(slot), regionLength(slot))
     entriesInTable -= 1
     val last = entriesInTable
     if (last != slot) move(last, slot)
-    pins(last) = 0
+    clock.unpin(last)
   }
 
   /** Makes whatever pointed at slot `from` in the chain of `bucket` point at `to`. */
@@ -434,57 +352,55 @@ final class HeapTier(listener: HeapTier.Listener = HeapTier.NoListener) {
     var s = table(bucket)
     if (s == from) table(bucket) = to
     else {
-      while (next(s) != from) s = next(s)
-      setNext(s, to)
+      while (records.next(s) != from) s = records.next(s)
+      records.setNext(s, to)
     }
   }
 
   /** Moves the entry in slot `from` to the free slot `to`, with everything that names it. */
   private def move(from: Int, to: Int): Unit = {
-    System.arraycopy(chunk(from), at(from), chunk(to), at(to), 4)
-    pins(to) = pins(from)
+    records.copy(from, to)
+    clock.moved(from, to)
     replaceLink(hashAt(to) & (table.length - 1), from, to)
-    pages.setOwner(addr(to), to)
+    pages.setOwner(records.addr(to), to)
     if (changed(to)) {
-      val k = changeAt(to)
+      val k = records.changeAt(to)
       changes.setSlot(k, to)
       val undo = changes.undoAddr(k)
-      if (undo >= 0 && undo != addr(to)) pages.setOwner(undo, to)
+      if (undo >= 0 && undo != records.addr(to)) pages.setOwner(undo, to)
     }
   }
 
   private def setLive(slot: Int): Unit = if (!isLive(slot)) {
-    set(slot, Live)
+    records.set(slot, Live)
     liveCount += 1
     if (changed(slot)) keyDelta += 1
   }
 
   /** Makes a linked entry a tombstone; it keeps its region for its key. */
   private def setDead(slot: Int): Unit = if (isLive(slot)) {
-    clear(slot, Live)
+    records.clear(slot, Live)
     liveCount -= 1
     if (changed(slot)) keyDelta -= 1
   }
 
   private def recordChange(slot: Int): Unit = if (!changed(slot)) {
     val live = isLive(slot)
-    set(slot, if (live) Changed | Existed else Changed)
-    setChangeAt(slot, changes.add(slot, if (live) addr(slot) else -1L, valueLength(slot)))
-    pins(slot) = 1
+    records.set(slot, if (live) Changed | Existed else Changed)
+    records.setChangeAt(slot, changes.add(slot, if (live) records.addr(slot) else -1L, valueLength(slot)))
+    clock.pin(slot)
     // Conservative: after an abort the cold copy is rewritten once more than needed.
     if (cold(slot) == ColdClean) setCold(slot, ColdStale)
   }
 
   // Written only when clear, so hot entries' cache lines are not dirtied on every read.
-  private def touch(slot: Int): Unit = if (!has(slot, Referenced)) set(slot, Referenced)
+  private def touch(slot: Int): Unit = if (!records.has(slot, Referenced)) records.set(slot, Referenced)
 
   // ---------------------------------------------------------------- giving memory back
 
   /**
    * Gives back what many departed entries (evictions, removals, updates) left: table, record
-   * and pin capacity at a quarter full, and pages once garbage is a quarter of them. Pages go
-   * at twice the pace garbage was made since the previous call, so that a commit pays in
-   * proportion to what its batch changed, never for the whole state at once.
+   * and pin capacity at a quarter full, and pages at the pace [[PageCompactor.atPace]] sets.
    */
   def trimToSize(): Unit = {
     if (entriesInTable * 4 < table.length && table.length > InitialCapacity) {
@@ -492,51 +408,14 @@ final class HeapTier(listener: HeapTier.Listener = HeapTier.NoListener) {
       while (entriesInTable * 4 < capacity && capacity > InitialCapacity) capacity /= 2
       rehash(capacity)
     }
-    // Chunks are added one at a time as slots fill, so none is kept spare.
-    val chunksNeeded = math.max(1, (entriesInTable + ChunkMask) >>> ChunkShift)
-    if (records.length > chunksNeeded) records = java.util.Arrays.copyOf(records, chunksNeeded)
-    val slots = math.max(InitialCapacity, Integer.highestOneBit(math.max(1, entriesInTable * 2)) * 2)
-    if (records.length == 1 && entriesInTable * 4 * 4 < records(0).length &&
-        records(0).length > slots * 4) {
-      records(0) = java.util.Arrays.copyOf(records(0), slots * 4)
-    }
-    if (entriesInTable * 4 < pins.length && pins.length > InitialCapacity) {
-      pins = java.util.Arrays.copyOf(pins, math.max(InitialCapacity, entriesInTable * 2))
-    }
-    val freed = pages.takeFreed()
-    if (pages.garbageBytes * 4 > pages.estimatedBytes) {
-      reclaim(math.min(pages.garbageBytes - pages.estimatedBytes / 8, 2 * freed + Pages.MaxPageBytes))
-    }
+    records.trim(entriesInTable)
+    clock.trim(entriesInTable)
+    compactor.atPace(entriesInTable)
   }
 
-  /**
-   * Evacuates the emptiest pages (copies their live regions to the page being filled, then
-   * drops them) to give back about `bytes`; returns the bytes given back. Costs the live bytes
-   * copied, at most three for each byte given back.
-   */
-  def reclaim(bytes: Long): Long = {
-    val before = estimatedBytes
-    pages.evacuationCandidates(bytes).foreach(evacuate)
-    before - estimatedBytes
-  }
-
-  private def evacuate(index: Int): Unit = {
-    pages.foreachRegion(index) { (a, owner, length) =>
-      if (owner >= 0 && owner < entriesInTable) {
-        val current = addr(owner) == a
-        val k = if (changed(owner)) changeAt(owner) else -1
-        val undo = k >= 0 && changes.undoAddr(k) == a
-        if (current || undo) {
-          val to = pages.allocate(length, owner)
-          System.arraycopy(pages.page(a), Pages.offset(a), pages.page(to), Pages.offset(to), length)
-          pages.freeMoved(a, length)
-          if (current) setAddr(owner, to)
-          if (undo) changes.setUndoAddr(k, to)
-        }
-      }
-    }
-    pages.drop(index)
-  }
+  /** Evacuates pages to give back about `bytes` ([[PageCompactor.reclaim]]); returns the bytes
+   *  given back. */
+  def reclaim(bytes: Long): Long = compactor.reclaim(bytes, entriesInTable)
 
   private def rehash(capacity: Int): Unit = {
     table = emptyTable(capacity)
@@ -545,7 +424,7 @@ final class HeapTier(listener: HeapTier.Listener = HeapTier.NoListener) {
     var s = 0
     while (s < entriesInTable) {
       val bucket = hashAt(s) & mask
-      setNext(s, table(bucket))
+      records.setNext(s, table(bucket))
       table(bucket) = s
       s += 1
     }
@@ -554,16 +433,6 @@ final class HeapTier(listener: HeapTier.Listener = HeapTier.NoListener) {
 
 object HeapTier {
   private val InitialCapacity = 64
-  private val ChunkShift = 10
-  private val ChunkSlots = 1 << ChunkShift
-  private val ChunkMask = ChunkSlots - 1
-  /**
-   * A chunk of records: 1,024 slots of four longs, 32 KB: never humongous, and chunks go as
-   * entries leave, so records cost at most a chunk more than the entries need.
-   */
-  private val ChunkLongs = ChunkSlots * 4
-  private val LowBits = 0xffffffffL
-  private val HighBits = ~LowBits
 
   /** The cold tier has no value for the key. */
   final val ColdAbsent: Byte = 0
@@ -572,19 +441,8 @@ object HeapTier {
   /** The cold tier has exactly the entry's value: eviction can just drop the entry. */
   final val ColdClean: Byte = 2
 
-  /** Keys are stored in 24 bits of the record: 16 MB, far above any UnsafeRow key seen. */
-  final val MaxKeyLength: Int = (1 << 24) - 1
   /** What a journal or snapshot reader accepts: a larger value would commit and never load. */
   private val MaxValueLength = StateFile.MaxRecordBytes
-  private val KeyLengthMask = MaxKeyLength
-  private val Changed = 1 << 24
-  private val Existed = 1 << 25
-  /** Chosen as an eviction victim, not yet dropped: the CLOCK hand must not choose it again. */
-  private val Selected = 1 << 26
-  private val Live = 1 << 27
-  /** Set on every access, cleared by the CLOCK hand as it passes: "recently used". */
-  private val Referenced = 1 << 28
-  private val ColdShift = 29
 
   /** What an empty tier keeps (its smallest arrays, the change list's first chunk): eviction
    *  cannot free it. */

@@ -10,9 +10,9 @@ package spillstore.heap
  * address is the page's index in the high 32 bits and the offset of the key in the low 32.
  * Bytes are never overwritten once written: rows handed to Spark point into pages and stay
  * valid, so an update writes a new region and the old one becomes garbage. Garbage goes back
- * when the heap tier evacuates a page (copies its live regions to the page being filled, see
- * [[HeapTier]]) and the page is dropped; a dropped page is never reused, so a row still
- * pointing into it keeps its bytes until Spark lets go of it.
+ * when a page is evacuated (its live regions copied to the page being filled, see
+ * [[PageCompactor]]) and dropped; a dropped page is never reused, so a row still pointing into
+ * it keeps its bytes until Spark lets go of it.
  *
  * {{{
  * state        | owner                     | who may change it

@@ -53,10 +53,10 @@ class HeapTierSuite extends AnyFunSuite {
   test("a key longer than 16 MB is refused with an error saying so; the tier is unchanged") {
     val h = new HeapTier()
     put(h, 1, "one")
-    val key = new Array[Byte](HeapTier.MaxKeyLength + 1)
+    val key = new Array[Byte](EntryRecords.MaxKeyLength + 1)
     val e = intercept[IllegalArgumentException](
       h.insertChanged(0, key, Off, key.length, v("x"), Off, 1))
-    assert(e.getMessage.contains(s"keys are limited to ${HeapTier.MaxKeyLength} bytes"), e.getMessage)
+    assert(e.getMessage.contains(s"keys are limited to ${EntryRecords.MaxKeyLength} bytes"), e.getMessage)
     assert(h.numSlots === 1 && h.numChanges === 1 && get(h, 1) === Some("one"))
   }
 

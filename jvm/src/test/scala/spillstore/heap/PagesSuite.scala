@@ -17,9 +17,9 @@ class PagesSuite extends AnyFunSuite {
   private def clamp(bytes: Long): Long = math.min(MaxPage.toLong, math.max(MinPage.toLong, bytes))
 
   /**
-   * Pages driven as [[HeapTier]] drives them (allocate and fill, free, re-own, evacuate the
-   * candidates and drop them), next to a model of every region written and which are live;
-   * each operation checks what the class comment promises of it.
+   * Pages driven as [[HeapTier]] and [[PageCompactor]] drive them (allocate and fill, free,
+   * re-own, evacuate the candidates and drop them), next to a model of every region written
+   * and which are live; each operation checks what the class comment promises of it.
    */
   private final class Driven(rnd: Random) {
     val pages = new Pages
