@@ -33,7 +33,7 @@ E2E_SMALL := tests/test_package.py tests/test_cli.py tests/test_e2e_spillstore.p
 
 .PHONY: all venv venvs jar jars demo test test-lane-jvm test-lane-e2e test-fast test-jvm test-python test-heavy test-cluster test-remote \
   test-lines test-conformance $(foreach l,$(OTHER_LINES),test-line-$(l) test-conformance-$(l)) \
-  test-s3 test-install dist bench bench-remote bench-api clean servers lint doc-tables
+  test-s3 test-install dist bench bench-remote bench-api clean servers lint fmt doc-tables
 
 all: jar
 
@@ -180,14 +180,19 @@ test-lane-e2e:
 # Everything but the heavy suites and the other lines, for quick iterations (4.3 only).
 test-fast: test-jvm test-python
 
-# The Python linters, configured in python/pyproject.toml: ruff on the package and the tests,
+# The linters. Python, configured in python/pyproject.toml: ruff on the package and the tests,
 # mypy (types) on the package, lint-imports (import-linter: the package's import layers) on
 # this checkout's package (PYTHONPATH: not a copy the venv may have installed from elsewhere;
-# no cache, which it would leave in the working directory); seconds.
+# no cache, which it would leave in the working directory). Scala: scalafmt (.scalafmt.conf)
+# on every line's sources and the build's; `make fmt` formats them.
 lint: $(VENV)/.installed
 	$(PY) -m ruff check --config python/pyproject.toml python tests
 	$(PY) -m mypy --config-file python/pyproject.toml python/spillstore
 	PYTHONPATH=python $(dir $(PY))lint-imports --no-logo --no-cache python/pyproject.toml
+	bin/sbt scalafmtCheckAll scalafmtSbtCheck
+
+fmt: $(VENV)/.installed
+	bin/sbt scalafmtAll scalafmtSbt
 
 # The docs' generated tables (conf keys and metrics, in README.md and docs/monitoring.md),
 # rewritten from the code; ReadmeSuite fails while a file's differs.

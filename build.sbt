@@ -46,7 +46,8 @@ val lineDirs: Map[String, (Seq[String], Seq[String])] = Map(
   "4.3" -> (Seq("spark-4.x", "spark-4.1+", "spark-4.2+", "spark-4.3"),
     Seq("spark-4.x", "spark-4.1+", "spark-4.3", "two-threads", "remote")))
 
-val lines: Map[String, SparkLine] = SparkLine.read(file("python/spillstore/spark_lines.txt"), lineDirs)
+val lines: Map[String, SparkLine] =
+  SparkLine.read(file("python/spillstore/spark_lines.txt"), lineDirs)
 val defaultLine: SparkLine = lines.values.find(_.isDefault).get
 // The default line compiles against the pyspark wheel's jars, not a Maven artifact.
 val sparkVersion = defaultLine.sparkVersion
@@ -57,8 +58,8 @@ def pysparkJarsDir(root: File): File = {
     .map(py => new File(py, "site-packages/pyspark/jars"))
     .find(_.isDirectory)
   fromEnv.orElse(fromVenv).getOrElse(sys.error(
-    s"Spark $sparkVersion jars not found: run `make venv` (installs pyspark==$sparkVersion " +
-      "into .venv) or set SPILLSTORE_SPARK_JARS to a directory of Spark 4.3.0 jars"))
+      s"Spark $sparkVersion jars not found: run `make venv` (installs pyspark==$sparkVersion " +
+        "into .venv) or set SPILLSTORE_SPARK_JARS to a directory of Spark 4.3.0 jars"))
 }
 
 // Spark on JDK 17 needs these opens (Spark's launcher adds the same).
@@ -78,7 +79,8 @@ val S3a = config("s3a").hide
 val serverClasspaths = taskKey[Seq[File]](
   "Writes target/hdfs-classpath-<line>.txt and target/s3a-jars-<line>.txt for tests/servers.py")
 
-def serverSettings(l: SparkLine): Seq[Setting[_]] = if (!l.testDirs.contains("remote")) Nil else Seq(
+def serverSettings(l: SparkLine): Seq[Setting[_]] = if (!l.testDirs.contains("remote")) Nil
+else Seq(
   ivyConfigurations += S3a,
   libraryDependencies += "org.apache.hadoop" % "hadoop-aws" % l.hadoop % S3a,
   serverClasspaths := {
@@ -98,15 +100,16 @@ def lineSettings(l: SparkLine): Seq[Setting[_]] = serverSettings(l) ++ Seq(
   // (Hadoop's MiniDFSCluster, shaded as hadoop-client-api is: its client half comes with Spark)
   // and S3A (hadoop-aws and the AWS SDK it names, as users add them).
   libraryDependencies ++= (if (l.testDirs.contains("remote")) Seq(
-    ("org.apache.hadoop" % "hadoop-client-minicluster" % l.hadoop % Test).intransitive(),
-    "org.apache.hadoop" % "hadoop-aws" % l.hadoop % Test)
-  else Nil),
+                             ("org.apache.hadoop" % "hadoop-client-minicluster" % l.hadoop % Test).intransitive(),
+                             "org.apache.hadoop" % "hadoop-aws" % l.hadoop % Test)
+                           else Nil),
   organization := "io.spillstore",
   name := s"spillstore-spark${l.line}",
   moduleName := name.value,
   version := spillstoreVersion,
   scalaVersion := l.scala,
-  scalacOptions ++= Seq("-deprecation", "-feature", "-unchecked", "-Xlint:-unused,_", "-release", "17"),
+  scalacOptions ++= Seq("-deprecation", "-feature", "-unchecked", "-Xlint:-unused,_", "-release",
+    "17"),
   javacOptions ++= Seq("--release", "17"),
   Compile / unmanagedSourceDirectories := {
     val main = (ThisBuild / baseDirectory).value / "jvm" / "src" / "main"
@@ -177,7 +180,9 @@ def publishSettings(l: SparkLine): Seq[Setting[_]] = Seq(
     import scala.xml.{Elem, Node, NodeSeq}
     import scala.xml.transform.{RewriteRule, RuleTransformer}
     def sparkSql(v: String): Node =
-      <dependency><groupId>org.apache.spark</groupId><artifactId>{s"spark-sql_${l.scalaBinary}"}</artifactId><version>{v}</version><scope>provided</scope></dependency>
+      <dependency><groupId>org.apache.spark</groupId><artifactId>{
+        s"spark-sql_${l.scalaBinary}"
+      }</artifactId><version>{v}</version><scope>provided</scope></dependency>
     new RuleTransformer(new RewriteRule {
       override def transform(n: Node): Seq[Node] = n match {
         // Test jars stay out of the POM.
@@ -201,9 +206,9 @@ def mavenSpark(v: String, scalaBinary: String): Seq[ModuleID] = Seq(
   ("org.apache.spark" %% "spark-catalyst" % v % Test classifier "tests").intransitive(),
   ("org.apache.spark" %% "spark-sql" % v % Test classifier "tests").intransitive()
 ) ++ (if (scalaBinary == "2.12") {
-  // Spark 3.5 ships scala-collection-compat (scala.jdk.CollectionConverters on 2.12).
-  Seq("org.scala-lang.modules" %% "scala-collection-compat" % "2.7.0" % Provided)
-} else Nil)
+        // Spark 3.5 ships scala-collection-compat (scala.jdk.CollectionConverters on 2.12).
+        Seq("org.scala-lang.modules" %% "scala-collection-compat" % "2.7.0" % Provided)
+      } else Nil)
 
 /** A Maven line: its own project in jvm/lines/<line> (only its target lives there). */
 def mavenLine(id: String): Project = {
@@ -227,9 +232,10 @@ lazy val spark42 = mavenLine("4.2")
 val mavenLinesChecked: Unit = {
   val projects = Set("3.5", "4.0", "4.1", "4.2")
   val listed = lines.values.filterNot(_.isDefault).map(_.line).toSet
-  require(projects == listed, s"python/spillstore/spark_lines.txt lists the Maven lines " +
-    s"${listed.toSeq.sorted.mkString(", ")}, build.sbt has projects for " +
-    s"${projects.toSeq.sorted.mkString(", ")}: add or remove a `mavenLine` project")
+  require(projects == listed,
+    s"python/spillstore/spark_lines.txt lists the Maven lines " +
+      s"${listed.toSeq.sorted.mkString(", ")}, build.sbt has projects for " +
+      s"${projects.toSeq.sorted.mkString(", ")}: add or remove a `mavenLine` project")
 }
 
 // The default line (4.3): the pyspark 4.3.0 wheel's jars; the JVM unit suites run here.

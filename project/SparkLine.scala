@@ -29,18 +29,21 @@ object SparkLine {
       .map(_.trim).filter(l => l.nonEmpty && !l.startsWith("#")).map(_.split("\\s+").toSeq)
     val lines = rows.map {
       case Seq(line, spark, scala, hadoop, roles) =>
-        val (main, test) = dirs.getOrElse(line, fail(s"line $line has no adapter dirs in build.sbt"))
+        val (main, test) =
+          dirs.getOrElse(line, fail(s"line $line has no adapter dirs in build.sbt"))
         val r = if (roles == "-") Set.empty[String] else roles.split(',').toSet
         (r -- Set("default", "servers")).foreach(x => fail(s"line $line: unknown role $x"))
         if (r("servers") != test.contains("remote")) {
           fail(s"line $line: the servers role and build.sbt's `remote` test dir disagree")
         }
         line -> SparkLine(line, spark, scala, hadoop, r, main, test)
-      case row => fail(s"expected 5 columns (line spark scala hadoop roles), got: ${row.mkString(" ")}")
+      case row =>
+        fail(s"expected 5 columns (line spark scala hadoop roles), got: ${row.mkString(" ")}")
     }.toMap
     if (lines.size != rows.size) fail("a line is listed twice")
     if (lines.values.count(_.isDefault) != 1) fail("exactly one line must have the default role")
-    (dirs.keySet -- lines.keySet).foreach(l => fail(s"build.sbt has adapter dirs for line $l, which is not listed"))
+    (dirs.keySet -- lines.keySet).foreach(l =>
+      fail(s"build.sbt has adapter dirs for line $l, which is not listed"))
     lines
   }
 }

@@ -26,12 +26,13 @@ object JarLine {
     sparkVersion match {
       case MajorMinor(major, minor) if s"$major.$minor" == BuildInfo.SparkLine => None
       case MajorMinor(major, minor) =>
-        BuildInfo.Lines.collectFirst { case (line, scala) if line == s"$major.$minor" =>
-          s"spillstore-spark${line}_$scala"
+        BuildInfo.Lines.collectFirst {
+          case (line, scala) if line == s"$major.$minor" =>
+            s"spillstore-spark${line}_$scala"
         } match {
           case Some(artifact) => Some(s"$built Use the jar built for Spark $major.$minor: " +
-            s"$artifact.jar (Maven: io.spillstore:$artifact:${BuildInfo.Version}; from PySpark, " +
-            "spillstore.configure picks it).")
+              s"$artifact.jar (Maven: io.spillstore:$artifact:${BuildInfo.Version}; from PySpark, " +
+              "spillstore.configure picks it).")
           case None => Some(s"$built spillstore has jars for Spark $lineNames only.")
         }
       case _ => Some(s"$built spillstore has jars for Spark $lineNames only.")

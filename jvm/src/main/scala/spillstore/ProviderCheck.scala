@@ -7,7 +7,9 @@ import org.apache.hadoop.fs.Path
 import org.apache.spark.internal.Logging
 import org.apache.spark.sql.SparkSession
 import org.apache.spark.sql.streaming.StreamingQueryListener
-import org.apache.spark.sql.streaming.StreamingQueryListener.{QueryProgressEvent, QueryStartedEvent, QueryTerminatedEvent}
+import org.apache.spark.sql.streaming.StreamingQueryListener.{
+  QueryProgressEvent, QueryStartedEvent, QueryTerminatedEvent
+}
 
 import spillstore.checkpoint.QueryCheckpoint
 import spillstore.conf.SparkConfs
@@ -26,7 +28,8 @@ import spillstore.conf.SparkConfs
  */
 class ProviderCheck extends StreamingQueryListener with Logging {
   override def onQueryStarted(event: QueryStartedEvent): Unit =
-    try check(event) catch {
+    try check(event)
+    catch {
       case NonFatal(e) => logDebug(s"spillstore could not check the provider of ${event.id}: $e")
     }
 
@@ -38,8 +41,9 @@ class ProviderCheck extends StreamingQueryListener with Logging {
         val checkpoint = QueryCheckpoint.checkpointRoot(query)
         QueryCheckpoint.recordedProvider(new Path(checkpoint), s.sparkContext.hadoopConfiguration)
           .filter(_ != ProviderCheck.Spillstore)
-          .foreach(recorded => logWarning(ProviderCheck.message(
-            Option(event.name).getOrElse(event.id.toString), checkpoint, recorded)))
+          .foreach(recorded =>
+            logWarning(ProviderCheck.message(
+                Option(event.name).getOrElse(event.id.toString), checkpoint, recorded)))
       }
   }
 

@@ -20,7 +20,8 @@ final class SpillStateStore private[spillstore] (
     private[spillstore] val lease: Lease,
     override val version: Long,
     writable: Boolean,
-    forceSnapshotOnCommit: Boolean) extends StoreAdapter {
+    forceSnapshotOnCommit: Boolean)
+    extends StoreAdapter {
   import SpillStateStore._
 
   private[spillstore] val live = lease.state
@@ -48,9 +49,11 @@ final class SpillStateStore private[spillstore] (
     require(value != null, "Cannot put a null value")
     checkWritable()
     use()
-    try live.put(key, value) catch {
+    try live.put(key, value)
+    catch {
       // A key or value too long to hold: refused before anything changed; say whose.
-      case e: IllegalArgumentException => throw new IllegalArgumentException(s"$this: ${e.getMessage}", e)
+      case e: IllegalArgumentException =>
+        throw new IllegalArgumentException(s"$this: ${e.getMessage}", e)
     }
   }
 

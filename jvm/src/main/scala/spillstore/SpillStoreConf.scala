@@ -4,7 +4,9 @@ import java.io.File
 
 import scala.util.control.NonFatal
 
-import org.apache.spark.sql.execution.streaming.state.{SpillStoreSparkBridge, SpillStoreSparkShim, StateStoreConf}
+import org.apache.spark.sql.execution.streaming.state.{
+  SpillStoreSparkBridge, SpillStoreSparkShim, StateStoreConf
+}
 
 import org.apache.spark.network.util.JavaUtils
 
@@ -51,8 +53,9 @@ object SpillStoreConf {
         "per-executor `spark-*` roots, under the same dir of a sibling root: on a standalone " +
         "worker, the next executor of the application there); directories spillstore creates " +
         "there are owner-only (700); never the checkpoint location"),
-    ConfKey(Prefix + ColdTierMemory, s"half of the heap budget, within " +
-      s"${ColdMemory.MinBytes >> 20}m–${ColdMemory.MaxDefaultBytes >> 30}g",
+    ConfKey(Prefix + ColdTierMemory,
+      s"half of the heap budget, within " +
+        s"${ColdMemory.MinBytes >> 20}m–${ColdMemory.MaxDefaultBytes >> 30}g",
       "native memory all cold tiers (RocksDB) of an executor share: one block cache for their " +
         "data blocks that their memtables are charged to (up to half of it), as Spark's " +
         s"RocksDB provider's `boundedMemoryUsage`; a size ≥ `${ColdMemory.MinBytes >> 20}m`. " +
@@ -86,12 +89,14 @@ object SpillStoreConf {
   }
 
   private def checkColdTierMemory(value: String): Long = {
-    val bytes = try Some(JavaUtils.byteStringAsBytes(value)) catch {
-      case _: NumberFormatException | _: IllegalArgumentException => None
-    }
+    val bytes =
+      try Some(JavaUtils.byteStringAsBytes(value))
+      catch {
+        case _: NumberFormatException | _: IllegalArgumentException => None
+      }
     bytes.filter(_ >= ColdMemory.MinBytes).getOrElse(throw new IllegalArgumentException(
-      s"Invalid $Prefix$ColdTierMemory=$value: expected a size >= ${ColdMemory.MinBytes >> 20}m " +
-        "such as 128m or 1g"))
+        s"Invalid $Prefix$ColdTierMemory=$value: expected a size >= ${ColdMemory.MinBytes >> 20}m " +
+          "such as 128m or 1g"))
   }
 
   def apply(storeConf: StateStoreConf): SpillStoreConf = {
@@ -103,11 +108,13 @@ object SpillStoreConf {
         s"Unknown spillstore conf ${unknown.map(Prefix + _).mkString(", ")}; " +
           s"known keys under $Prefix: $known")
     }
-    val codec = try SpillStoreSparkBridge.compressionCodec(storeConf.compressionCodec) catch {
-      case NonFatal(e) => throw new IllegalArgumentException(
-        s"${SparkConfs.CompressionCodec}=${storeConf.compressionCodec} is not a compression codec Spark can create " +
-          s"(use lz4, lzf, snappy or zstd): ${e.getMessage}", e)
-    }
+    val codec =
+      try SpillStoreSparkBridge.compressionCodec(storeConf.compressionCodec)
+      catch {
+        case NonFatal(e) => throw new IllegalArgumentException(
+            s"${SparkConfs.CompressionCodec}=${storeConf.compressionCodec} is not a compression codec Spark can create " +
+              s"(use lz4, lzf, snappy or zstd): ${e.getMessage}", e)
+      }
     val opts = storeConf.sqlConfs.collect {
       case (k, v) if k.startsWith(Prefix) => k.stripPrefix(Prefix) -> v
     }

@@ -37,10 +37,13 @@ object SpillStorePlugin extends Logging {
   final val DefaultReportInterval = "10s"
 
   private[spillstore] def reportIntervalMillis(value: String): Long = {
-    val ms = try JavaUtils.timeStringAsMs(value) catch {
-      case NonFatal(e) => throw new IllegalArgumentException(
-        s"$ReportIntervalKey=$value is not a duration (${e.getMessage}); use e.g. 10s or 500ms", e)
-    }
+    val ms =
+      try JavaUtils.timeStringAsMs(value)
+      catch {
+        case NonFatal(e) => throw new IllegalArgumentException(
+            s"$ReportIntervalKey=$value is not a duration (${e.getMessage}); use e.g. 10s or 500ms",
+            e)
+      }
     if (ms <= 0) {
       throw new IllegalArgumentException(s"$ReportIntervalKey=$value must be positive, e.g. 10s")
     }
@@ -49,7 +52,8 @@ object SpillStorePlugin extends Logging {
 
   /** Runs each step of a plugin's shutdown even if an earlier one fails. */
   private def quietly(what: String)(body: => Unit): Unit =
-    try body catch { case NonFatal(e) => logWarning(s"spillstore plugin: $what failed", e) }
+    try body
+    catch { case NonFatal(e) => logWarning(s"spillstore plugin: $what failed", e) }
 
   final class Driver extends DriverPlugin {
     private var intervalMillis = 0L
@@ -74,7 +78,9 @@ object SpillStorePlugin extends Logging {
           SpillStoreMetricsSource.forExecutor(ExecutorScope.current.stats))
       } else Nil
       unregister = (own :+ (SpillStoreMetricsSource.ExecutorsSourceName -> executors.registry()))
-        .flatMap { case (name, registry) => SpillStoreSparkBridge.registerMetricsSource(name, registry) }
+        .flatMap { case (name, registry) =>
+          SpillStoreSparkBridge.registerMetricsSource(name, registry)
+        }
     }
 
     override def receive(message: AnyRef): AnyRef = message match {
@@ -108,7 +114,8 @@ object SpillStorePlugin extends Logging {
     }
 
     private def report(ctx: PluginContext): Unit =
-      try ctx.send(ExecutorReport(ctx.executorID, stats.snapshot())) catch {
+      try ctx.send(ExecutorReport(ctx.executorID, stats.snapshot()))
+      catch {
         case NonFatal(e) => logDebug(s"spillstore plugin: report to the driver failed: $e")
       }
 

@@ -14,7 +14,9 @@ import org.apache.spark.sql.execution.streaming.state._
 import org.apache.spark.sql.types.StructType
 
 import spillstore.SpillStateStore.CommitStats
-import spillstore.checkpoint.{ChangeFeed, CheckpointDir, Cleaner, Snapshotter, SortedChanges, StateFile}
+import spillstore.checkpoint.{
+  ChangeFeed, CheckpointDir, Cleaner, Snapshotter, SortedChanges, StateFile
+}
 import spillstore.cold.{ColdMemory, ColdTier}
 import spillstore.heap.PrefixIndex
 import spillstore.memory.MemoryManager
@@ -94,12 +96,13 @@ class SpillStoreProvider extends JarLine.Checked with ProviderAdapter with Loggi
     val memory = scope.memory(conf.memory)
     this.memory = memory
     ColdMemory.configure(conf.coldTierMemory.getOrElse(
-      ColdMemory.defaultFor(conf.memory.budgetFor(Runtime.getRuntime.maxMemory))))
+        ColdMemory.defaultFor(conf.memory.budgetFor(Runtime.getRuntime.maxMemory))))
     // Every live state gets pieces of its own: a doomed one may still be used or freed while
     // its successor loads (the prefix index is mutable, and reuses a row for its projections).
     val newLiveState = () => {
-      val s = new TieredState(s"op${stateStoreId.operatorId}-p${stateStoreId.partitionId}-" +
-        stateStoreId.storeName, prefixKeyColumns.map(new PrefixIndex(keySchema, _)),
+      val s = new TieredState(
+        s"op${stateStoreId.operatorId}-p${stateStoreId.partitionId}-" +
+          stateStoreId.storeName, prefixKeyColumns.map(new PrefixIndex(keySchema, _)),
         () => conf.localDir, memory, executorStats, coldTiers, onFreed = memory.unregister)
       memory.register(s, conf.memory)
       s
@@ -129,7 +132,7 @@ class SpillStoreProvider extends JarLine.Checked with ProviderAdapter with Loggi
     case r: SpillStateStore if r.provider eq this =>
       open(version, writable = true, forceSnapshotOnCommit, upgrading = r)
     case other => throw new IllegalArgumentException(
-      s"Cannot upgrade $other to a write store of $this: it was not opened by this provider")
+        s"Cannot upgrade $other to a write store of $this: it was not opened by this provider")
   }
 
   /**
@@ -156,8 +159,9 @@ class SpillStoreProvider extends JarLine.Checked with ProviderAdapter with Loggi
         } else if (current != null && taskAttemptId >= 0 && current.taskAttemptId == taskAttemptId) {
           (current, false)
         } else {
-          if (current != null && live.ownership.revoke(s"replaced by $holder (a retried or speculative " +
-              "attempt)")) {
+          if (current != null && live.ownership.revoke(
+              s"replaced by $holder (a retried or speculative " +
+                "attempt)")) {
             // An attempt still running (zombie, speculation), or one that never ended its store:
             // its batch must not survive, and its call may be in flight, so the state is left to
             // it to free and this attempt loads a new one.
@@ -168,7 +172,8 @@ class SpillStoreProvider extends JarLine.Checked with ProviderAdapter with Loggi
           (live.ownership.acquire(holder, taskAttemptId, holderIdle(task)), true)
         }
       liveHolder.opening(writable, version)
-      try liveHolder.load(version, replayFrom) catch {
+      try liveHolder.load(version, replayFrom)
+      catch {
         case e: Throwable =>
           if (fresh) live.release(lease, s"loading version $version failed: $e")
           throw e
@@ -241,18 +246,22 @@ class SpillStoreProvider extends JarLine.Checked with ProviderAdapter with Loggi
         throw new IllegalStateException(s"Cannot commit $store: its lease on the live state " +
           s"ended (${store.lease.endedBy}); its changes were discarded")
       }
-      if (store.state != SpillStateStore.Updating || !store.isWritable || !liveHolder.isWriter(store)) {
+      if (store.state != SpillStateStore.Updating || !store.isWritable || !liveHolder.isWriter(
+          store)) {
         throw new IllegalStateException(s"Cannot commit $store: it is ${store.state.name}" +
           (if (store.isWritable) "" else " and read-only"))
       }
       val start = System.nanoTime()
-      val written = try dir.write(StateFile.Journal, newVersion)(live.writeJournal) catch {
-        case NonFatal(e) =>
-          endBatch(store, SpillStateStore.Aborted, "its commit failed")(live.abortBatch())
-          throw SpillStoreSparkBridge.cannotCommit(store.toString, e)
-      }
+      val written =
+        try dir.write(StateFile.Journal, newVersion)(live.writeJournal)
+        catch {
+          case NonFatal(e) =>
+            endBatch(store, SpillStateStore.Aborted, "its commit failed")(live.abortBatch())
+            throw SpillStoreSparkBridge.cannotCommit(store.toString, e)
+        }
       val applying = System.nanoTime()
-      try live.commitBatch() catch {
+      try live.commitBatch()
+      catch {
         case NonFatal(e) =>
           logWarning(s"$storeId: version $newVersion is durable but the live state could not " +
             s"apply it ($e); dropping the live state, to be reloaded from the checkpoint")
@@ -269,9 +278,10 @@ class SpillStoreProvider extends JarLine.Checked with ProviderAdapter with Loggi
       var stats: CommitStats = null
       // As the lease ends, after the evictions the commit made room for (they count in this
       // batch), while it still owns the state (RocksDB is read only by its user).
-      endBatch(store, SpillStateStore.Committed, "committed", lastLook = () =>
-        stats = CommitStats(written.bytes, written.records, millis, store.snapshotOnCommit,
-          live.takeBatchCounters(), liveFigures(live)))(())
+      endBatch(store, SpillStateStore.Committed, "committed",
+        lastLook = () =>
+          stats = CommitStats(written.bytes, written.records, millis, store.snapshotOnCommit,
+            live.takeBatchCounters(), liveFigures(live)))(())
       // Where a commit's time went (journal written, then published; then applied to the
       // live state), for the storage at hand.
       logDebug(s"Committed $store as version $newVersion (${written.records} changes, " +
@@ -286,7 +296,8 @@ class SpillStoreProvider extends JarLine.Checked with ProviderAdapter with Loggi
     // is durable already, so a failed snapshot must not fail the commit. It works on files
     // only, outside the live state's lock.
     if (store.snapshotOnCommit) {
-      try snapshot(Some(newVersion)) catch {
+      try snapshot(Some(newVersion))
+      catch {
         case NonFatal(e) => logWarning(s"Snapshot of version $newVersion of $storeId failed", e)
       }
     }
@@ -323,7 +334,7 @@ class SpillStoreProvider extends JarLine.Checked with ProviderAdapter with Loggi
       }
     } catch {
       case NonFatal(e) => logWarning(s"$storeId: the repair snapshot of version $version past " +
-        s"damaged journal $damaged failed; the next commit retries it", e)
+            s"damaged journal $damaged failed; the next commit retries it", e)
     } finally fileMaintenance.unlock()
   }
 
@@ -333,7 +344,8 @@ class SpillStoreProvider extends JarLine.Checked with ProviderAdapter with Loggi
    */
   private def endBatch(store: SpillStateStore, to: SpillStateStore.State, why: String,
       lastLook: () => Unit = () => ())(change: => Unit): Unit = {
-    try change finally {
+    try change
+    finally {
       liveHolder.ended(store)
       store.state = to
       live.release(store.lease, why, lastLook)
@@ -349,8 +361,7 @@ class SpillStoreProvider extends JarLine.Checked with ProviderAdapter with Loggi
         if (liveHolder.isWriter(store)) {
           dir.dropEarly()
           endBatch(store, SpillStateStore.Aborted, "aborted")(live.abortBatch())
-        }
-        else store.state = SpillStateStore.Aborted
+        } else store.state = SpillStateStore.Aborted
       } else {
         // A read store ends its lease only when no write store of the lease has a batch open.
         store.state = SpillStateStore.Released
@@ -389,12 +400,14 @@ class SpillStoreProvider extends JarLine.Checked with ProviderAdapter with Loggi
    * and retried by the next run.
    */
   private def maintaining(what: String)(body: => Unit): Unit =
-    try body catch {
+    try body
+    catch {
       case NonFatal(e) =>
         maintenanceFailures.incrementAndGet()
         executorStats.maintenanceFailures.inc()
-        logWarning(s"$what maintenance of $storeId failed; the store keeps running, every " +
-          s"committed version stays loadable, and the next maintenance run retries: $e", e)
+        logWarning(
+          s"$what maintenance of $storeId failed; the store keeps running, every " +
+            s"committed version stays loadable, and the next maintenance run retries: $e", e)
     }
 
   /**
@@ -416,7 +429,8 @@ class SpillStoreProvider extends JarLine.Checked with ProviderAdapter with Loggi
     val done = version match {
       case Some(v) => snapshotter.snapshot(v, dir.list())
       case None =>
-        try snapshotter.snapshotIfDue(conf.minDeltasForSnapshot, newestCommitted.get) catch {
+        try snapshotter.snapshotIfDue(conf.minDeltasForSnapshot, newestCommitted.get)
+        catch {
           case e: SortedChanges.UnreadableJournal if StateFile.isDamage(e) =>
             damagedJournal.accumulateAndGet(e.version, (a: Long, b: Long) => math.max(a, b))
             throw e
@@ -429,7 +443,8 @@ class SpillStoreProvider extends JarLine.Checked with ProviderAdapter with Loggi
 
   private def withFileMaintenance[T](body: => T): Unit = if (dir != null) {
     fileMaintenance.lock()
-    try body finally fileMaintenance.unlock()
+    try body
+    finally fileMaintenance.unlock()
   }
 
   /**
@@ -439,8 +454,9 @@ class SpillStoreProvider extends JarLine.Checked with ProviderAdapter with Loggi
    */
   override def close(): Unit = if (liveHolder != null) synchronized {
     // Spark may unload a provider more than once; figures as last published (a task may own it)
-    if (!live.ownership.isClosed) logInfo(s"Unloading $this (version ${liveHolder.loadedVersion}, " +
-      s"${live.heapEntries} entries on the heap, ${live.spilledBytes} bytes in the cold tier)")
+    if (!live.ownership.isClosed)
+      logInfo(s"Unloading $this (version ${liveHolder.loadedVersion}, " +
+        s"${live.heapEntries} entries on the heap, ${live.spilledBytes} bytes in the cold tier)")
     liveHolder.unload()
     dir.dropEarly()
   }

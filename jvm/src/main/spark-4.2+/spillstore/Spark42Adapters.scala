@@ -8,7 +8,8 @@ import spillstore.conf.SparkConfs
 import spillstore.metrics.SnapshotLag
 
 /** 4.2's getStore (forceSnapshotOnCommit, loadEmpty) and upgrade, kept by 4.3. */
-trait Spark42ProviderAdapter extends Spark4ProviderAdapter with Spark41Replay with SnapshotLag.Provider {
+trait Spark42ProviderAdapter
+    extends Spark4ProviderAdapter with Spark41Replay with SnapshotLag.Provider {
   self: SpillStoreProvider =>
   override def getStore(
       version: Long,

@@ -2,7 +2,9 @@ package spillstore
 
 import org.apache.spark.SparkEnv
 import org.apache.spark.sql.catalyst.expressions.UnsafeRow
-import org.apache.spark.sql.execution.streaming.state.{StateStoreIterator, StateStoreMetrics, UnsafeRowPair}
+import org.apache.spark.sql.execution.streaming.state.{
+  StateStoreIterator, StateStoreMetrics, UnsafeRowPair
+}
 
 import spillstore.conf.SparkConfs
 

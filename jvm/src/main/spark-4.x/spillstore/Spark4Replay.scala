@@ -18,7 +18,7 @@ private[spillstore] object Spark4Replay {
   def checkNoCheckpointIds(provider: SpillStoreProvider, ids: Option[String]*): Unit =
     if (ids.exists(_.isDefined)) {
       throw Unsupported("checkpoint ids " +
-        "(spark.sql.streaming.stateStore.checkpointFormatVersion=2)",
+          "(spark.sql.streaming.stateStore.checkpointFormatVersion=2)",
         s"store ${provider.stateStoreId}", "Set it to 1")
     }
 }

@@ -58,9 +58,10 @@ object PackageLayersSuite {
   /** Each layer may be accessed by the layers above it only; Java's, Scala's and Spark's
    *  classes are no layer's. */
   private val Layers: LayeredArchitecture = {
-    val defined = Levels.flatten.foldLeft(layeredArchitecture().consideringOnlyDependenciesInLayers()) {
-      (arch, layer) => arch.layer(layer).definedBy(packageOf(layer))
-    }
+    val defined =
+      Levels.flatten.foldLeft(layeredArchitecture().consideringOnlyDependenciesInLayers()) {
+        (arch, layer) => arch.layer(layer).definedBy(packageOf(layer))
+      }
     Levels.indices.foldLeft(defined) { (arch, i) =>
       val above = Levels.take(i).flatten
       Levels(i).foldLeft(arch) { (arch, layer) =>

@@ -47,11 +47,12 @@ object DocTables {
     require(described.distinct == described && described.toSet == published,
       s"metrics without a meaning: ${(published -- described).toSeq.sorted}; meanings of " +
         s"metrics no source publishes: ${described.filterNot(published)}; or one described twice")
-    table(Seq("metric", "kind", "meaning"), meanings.map { case (name, meaning) =>
-      val only = if (!executors.contains(name)) s" (${code(JvmSourceName)})"
+    table(Seq("metric", "kind", "meaning"),
+      meanings.map { case (name, meaning) =>
+        val only = if (!executors.contains(name)) s" (${code(JvmSourceName)})"
         else if (!jvm.contains(name)) s" (${code(ExecutorsSourceName)})" else ""
-      Seq(code(name) + only, kind(jvm.getOrElse(name, executors(name))), meaning)
-    })
+        Seq(code(name) + only, kind(jvm.getOrElse(name, executors(name))), meaning)
+      })
   }
 
   /** Dropwizard's type: a gauge is a lambda here, a counter or timer its own class. */

@@ -29,7 +29,8 @@ object LogCapture {
     val config = context.getConfiguration
     val existing = config.getLoggerConfig(name)
     val own = existing.getName == name
-    val logger = if (own) existing else {
+    val logger = if (own) existing
+    else {
       val created = new LoggerConfig(name, level, false)
       config.addLogger(name, created)
       created
@@ -38,7 +39,8 @@ object LogCapture {
     logger.setLevel(level)
     logger.addAppender(appender, level, null)
     context.updateLoggers()
-    try body(() => lines.asScala.toSeq) finally {
+    try body(() => lines.asScala.toSeq)
+    finally {
       logger.removeAppender(appender.getName)
       if (own) logger.setLevel(oldLevel) else config.removeLogger(name)
       context.updateLoggers()

@@ -51,7 +51,8 @@ class ReplaySuite extends AnyFunSuite {
     conf.setConfString("spark.sql.streaming.stateStore.minDeltasForSnapshot", "2")
     withProvider(sqlConf = conf) { (p, dir) =>
       val (states, _) = commitBatches(p, new Random(7), snapshotAt = 5)
-      assert(new java.io.File(dir).list().filter(_.endsWith(".snapshot")).toSeq == Seq("5.snapshot"))
+      assert(
+        new java.io.File(dir).list().filter(_.endsWith(".snapshot")).toSeq == Seq("5.snapshot"))
       for (end <- 5 to Versions) {
         assert(contents(p.replayReadStateFromSnapshot(5, end, None, None)) == states(end))
       }
@@ -74,12 +75,16 @@ class ReplaySuite extends AnyFunSuite {
       val (_, changes) = commitBatches(p, new Random(11))
       for ((start, end) <- Seq((1, Versions), (3, 5), (4, 4))) {
         val reader = p.getStateStoreChangeDataReader(start, end, None, None)
-        val got = try reader.map { case (kind, k, v, batch) =>
-          (batch, k.getLong(0), if (kind == RecordType.DELETE_RECORD) None else Some(v.getLong(0)))
-        }.toList finally reader.closeIfNeeded()
-        val expected = (start to end).flatMap(v => changes(v).toSeq.map { case (k, x) =>
-          (v - 1L, k, x)
-        })
+        val got =
+          try reader.map { case (kind, k, v, batch) =>
+              (batch, k.getLong(0),
+                if (kind == RecordType.DELETE_RECORD) None else Some(v.getLong(0)))
+            }.toList
+          finally reader.closeIfNeeded()
+        val expected = (start to end).flatMap(v =>
+          changes(v).toSeq.map { case (k, x) =>
+            (v - 1L, k, x)
+          })
         assert(got.sortBy(r => (r._1, r._2)) == expected.sortBy(r => (r._1, r._2)),
           s"versions $start to $end")
       }

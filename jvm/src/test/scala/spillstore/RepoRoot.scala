@@ -10,6 +10,6 @@ object RepoRoot {
     Iterator.iterate(start)(_.getParentFile).takeWhile(_ != null)
       .find(d => new File(d, "README.md").isFile && new File(d, "build.sbt").isFile)
       .getOrElse(throw new IllegalStateException(
-        s"no README.md beside a build.sbt in $start or above: run the tests from the checkout"))
+          s"no README.md beside a build.sbt in $start or above: run the tests from the checkout"))
   }
 }

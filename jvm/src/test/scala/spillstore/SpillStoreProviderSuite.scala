@@ -28,15 +28,16 @@ class SpillStoreProviderSuite extends AnyFunSuite {
       (1L to 10000L).foreach(i => s0.put(key(i), value(i)))
       assert(s0.commit() === 1)
       val s1 = p.getStore(1)
-      (1 to 10).foreach(n => s1.put(key(5), value(n)))   // ten updates of one key
-      s1.put(key(20000), value(1))                        // a new key
-      s1.remove(key(7))                                   // a removal
+      (1 to 10).foreach(n => s1.put(key(5), value(n))) // ten updates of one key
+      s1.put(key(20000), value(1)) // a new key
+      s1.remove(key(7)) // a removal
       s1.put(key(30000), value(1)); s1.remove(key(30000)) // born and gone: no record
       assert(s1.commit() === 2)
       assert(customMetric(s1, "spillstoreJournalRecords") === 3)
       assert(customMetric(s1, "spillstoreJournalBytes") === new File(dir, "2.journal").length())
       assert(s1.metrics.numKeys === 10000)
-      assert(readAll(dir, 2) === (1L to 10000L).filter(_ != 7).map(i => i -> (if (i == 5) 10L else i)).toMap + (20000L -> 1L))
+      assert(readAll(dir, 2) === (1L to 10000L).filter(_ != 7).map(i =>
+        i -> (if (i == 5) 10L else i)).toMap + (20000L -> 1L))
     }
   }
 
@@ -138,7 +139,8 @@ class SpillStoreProviderSuite extends AnyFunSuite {
       val f = new File(dir, "2.journal")
       val good = Files.readAllBytes(f.toPath)
       val n = good.length
-      val truncations = Seq(0, 3, 20, n / 2, n - 13, n - 5, n - 1).map(len => s"truncated to $len" -> good.take(len))
+      val truncations = Seq(0, 3, 20, n / 2, n - 13, n - 5, n - 1).map(len =>
+        s"truncated to $len" -> good.take(len))
       val flips = Seq(2, 9, 25, n / 3, n / 2, n - 20, n - 10, n - 2).map { at =>
         val b = good.clone(); b(at) = (b(at) ^ 0x04).toByte; s"bit flip at $at" -> b
       }
@@ -166,7 +168,7 @@ class SpillStoreProviderSuite extends AnyFunSuite {
       zombie.put(key(1), value(1))
       val retry = p.getStore(0)
       assert(intercept[IllegalStateException](zombie.put(key(2), value(2)))
-        .getMessage.contains("replaced by"))
+          .getMessage.contains("replaced by"))
       assert(intercept[IllegalStateException](zombie.commit()).getMessage.contains("replaced by"))
       retry.put(key(3), value(3))
       retry.commit()
@@ -187,8 +189,9 @@ class SpillStoreProviderSuite extends AnyFunSuite {
       assert(write.commit() === 2)
       // The write store reports the batch's lookups, including those made through the read store.
       assert(customMetric(write, "spillstoreCacheHits") === 3)
-      assert(intercept[UnsupportedOperationException](read.asInstanceOf[StateStore].put(key(1), value(1)))
-        .getMessage.contains("read-only"))
+      assert(intercept[UnsupportedOperationException](read.asInstanceOf[StateStore].put(key(1),
+            value(1)))
+          .getMessage.contains("read-only"))
       assert(contents(p.getReadStore(2)) === before + (123456L -> 1L))
     }
   }
@@ -246,29 +249,35 @@ class SpillStoreProviderSuite extends AnyFunSuite {
 
   test("unsupported features are rejected at init or getStore, naming what is unsupported") {
     TempDirs.withTempDir("spill") { dir =>
-    def init(cf: Boolean = false, multi: Boolean = false, spec: KeyStateEncoderSpec = NoPrefixKeyStateEncoderSpec(keySchema),
-        sqlConf: SQLConf = new SQLConf) = {
-      val p = new SpillStoreProvider
-      p.init(StateStoreId(dir, 0, 0), keySchema, valueSchema, spec, cf, new StateStoreConf(sqlConf),
-        new Configuration, multi, None)
-      p
-    }
-    assert(intercept[UnsupportedOperationException](init(cf = true)).getMessage.contains("column families"))
-    assert(intercept[UnsupportedOperationException](init(multi = true)).getMessage.contains("multiple values"))
-    assert(intercept[UnsupportedOperationException](init(spec = RangeKeyScanStateEncoderSpec(keySchema, Seq(0))))
-      .getMessage.contains("range scans"))
-    val v2 = new SQLConf
-    v2.setConfString("spark.sql.streaming.stateStore.checkpointFormatVersion", "2")
-    assert(intercept[UnsupportedOperationException](init(sqlConf = v2)).getMessage
-      .contains("checkpointFormatVersion=2"))
-    val rowChecksums = new SQLConf
-    rowChecksums.setConfString("spark.sql.streaming.stateStore.rowChecksum.enabled", "true")
-    assert(intercept[UnsupportedOperationException](init(sqlConf = rowChecksums)).getMessage
-      .contains("spark.sql.streaming.stateStore.rowChecksum.enabled=true"))
-    val p = init()
-    try assert(intercept[UnsupportedOperationException](p.getStore(0, None, false, loadEmpty = true))
-      .getMessage.contains("loadEmpty"))
-    finally p.close()
+      def init(cf: Boolean = false, multi: Boolean = false,
+          spec: KeyStateEncoderSpec = NoPrefixKeyStateEncoderSpec(keySchema),
+          sqlConf: SQLConf = new SQLConf) = {
+        val p = new SpillStoreProvider
+        p.init(StateStoreId(dir, 0, 0), keySchema, valueSchema, spec, cf,
+          new StateStoreConf(sqlConf),
+          new Configuration, multi, None)
+        p
+      }
+      assert(intercept[UnsupportedOperationException](init(cf = true)).getMessage.contains(
+          "column families"))
+      assert(intercept[UnsupportedOperationException](init(multi = true)).getMessage.contains(
+          "multiple values"))
+      assert(intercept[UnsupportedOperationException](
+          init(spec = RangeKeyScanStateEncoderSpec(keySchema, Seq(0))))
+          .getMessage.contains("range scans"))
+      val v2 = new SQLConf
+      v2.setConfString("spark.sql.streaming.stateStore.checkpointFormatVersion", "2")
+      assert(intercept[UnsupportedOperationException](init(sqlConf = v2)).getMessage
+          .contains("checkpointFormatVersion=2"))
+      val rowChecksums = new SQLConf
+      rowChecksums.setConfString("spark.sql.streaming.stateStore.rowChecksum.enabled", "true")
+      assert(intercept[UnsupportedOperationException](init(sqlConf = rowChecksums)).getMessage
+          .contains("spark.sql.streaming.stateStore.rowChecksum.enabled=true"))
+      val p = init()
+      try assert(intercept[UnsupportedOperationException](p.getStore(0, None, false,
+              loadEmpty = true))
+            .getMessage.contains("loadEmpty"))
+      finally p.close()
     }
   }
 
@@ -278,16 +287,19 @@ class SpillStoreProviderSuite extends AnyFunSuite {
       sqlConf.setConfString(key, v)
       val p = new SpillStoreProvider
       TempDirs.withTempDir("spill") { dir =>
-        p.init(StateStoreId(dir, 0, 0), keySchema, valueSchema, NoPrefixKeyStateEncoderSpec(keySchema),
+        p.init(StateStoreId(dir, 0, 0), keySchema, valueSchema,
+          NoPrefixKeyStateEncoderSpec(keySchema),
           false, new StateStoreConf(sqlConf), new Configuration, false, None)
         p.close()
       }
     }
-    val typo = intercept[IllegalArgumentException](init("spark.sql.streaming.stateStore.spillstore.memroyBudget", "1g"))
+    val typo = intercept[IllegalArgumentException](
+      init("spark.sql.streaming.stateStore.spillstore.memroyBudget", "1g"))
     assert(typo.getMessage.contains("spark.sql.streaming.stateStore.spillstore.memroyBudget"))
     assert(typo.getMessage.contains(
-      SpillStoreConf.Keys.map(_.key.stripPrefix(SpillStoreConf.Prefix)).sorted.mkString(", ")))
-    val codec = intercept[IllegalArgumentException](init("spark.sql.streaming.stateStore.compression.codec", "gzipx"))
+        SpillStoreConf.Keys.map(_.key.stripPrefix(SpillStoreConf.Prefix)).sorted.mkString(", ")))
+    val codec = intercept[IllegalArgumentException](
+      init("spark.sql.streaming.stateStore.compression.codec", "gzipx"))
     assert(codec.getMessage.contains("spark.sql.streaming.stateStore.compression.codec=gzipx"))
   }
 
@@ -302,7 +314,9 @@ class SpillStoreProviderSuite extends AnyFunSuite {
         val s = q.getStore(2)
         assert(contents(s) === expected(2))
         s.put(key(1), value(1)); s.commit()
-        withProvider(rootOf(dir), lz4) { (r, _) => assert(contents(r.getReadStore(3)) === expected(2) + (1L -> 1L)) }
+        withProvider(rootOf(dir), lz4) { (r, _) =>
+          assert(contents(r.getReadStore(3)) === expected(2) + (1L -> 1L))
+        }
       }
     }
   }
@@ -311,40 +325,42 @@ class SpillStoreProviderSuite extends AnyFunSuite {
 class RecoveryUnderPressureSuite extends AnyFunSuite {
   import SpillStoreProviderSuite._
 
-  test("a store loading from the checkpoint is never spilled by other stores' relief rounds meanwhile") {
+  test(
+    "a store loading from the checkpoint is never spilled by other stores' relief rounds meanwhile") {
     val conf = new SQLConf
     conf.setConfString("spark.sql.streaming.stateStore.spillstore.memoryBudget", "512k")
     val keys = 20000L
     TempDirs.withTempDir("recovery-pressure") { root =>
-    val loaded = withProvider(root, sqlConf = conf) { (p, dir) =>
-      val s = p.getStore(0)
-      (0L until keys).foreach(i => s.put(key(i), value(i)))
-      s.commit()
-      val s2 = p.getStore(1)
-      (0L until keys by 3).foreach(i => s2.remove(key(i)))
-      s2.commit()
-      dir
-    }
-    val expected = (0L until keys).filter(_ % 3 != 0).map(i => i -> i).toMap
-    withProvider(sqlConf = conf) { (other, _) =>
-      for (round <- 1 to 6) {
-        // Another task's store grows past the budget the whole time: its relief rounds spill
-        // whatever is idle, which a loading store must not look like.
-        @volatile var stop = false
-        val t = new Thread(() => while (!stop) {
-          val s = other.getStore(0)
-          var i = 0L
-          while (!stop && i < 5000) { s.put(key(i), value(i)); i += 1 }
-          s.abort()
-        })
-        t.start()
-        try {
-          withProvider(rootOf(loaded), conf) { (p, _) =>
-            assert(contents(p.getReadStore(2)) === expected, s"round $round")
-          }
-        } finally { stop = true; t.join() }
+      val loaded = withProvider(root, sqlConf = conf) { (p, dir) =>
+        val s = p.getStore(0)
+        (0L until keys).foreach(i => s.put(key(i), value(i)))
+        s.commit()
+        val s2 = p.getStore(1)
+        (0L until keys by 3).foreach(i => s2.remove(key(i)))
+        s2.commit()
+        dir
       }
-    }
+      val expected = (0L until keys).filter(_ % 3 != 0).map(i => i -> i).toMap
+      withProvider(sqlConf = conf) { (other, _) =>
+        for (round <- 1 to 6) {
+          // Another task's store grows past the budget the whole time: its relief rounds spill
+          // whatever is idle, which a loading store must not look like.
+          @volatile var stop = false
+          val t = new Thread(() =>
+            while (!stop) {
+              val s = other.getStore(0)
+              var i = 0L
+              while (!stop && i < 5000) { s.put(key(i), value(i)); i += 1 }
+              s.abort()
+            })
+          t.start()
+          try {
+            withProvider(rootOf(loaded), conf) { (p, _) =>
+              assert(contents(p.getReadStore(2)) === expected, s"round $round")
+            }
+          } finally { stop = true; t.join() }
+        }
+      }
     }
   }
 }
@@ -396,7 +412,10 @@ object SpillStoreProviderSuite {
   /** Runs `body` on a new thread and waits for it to end; its failure is rethrown here. */
   def onOwnThread[T](body: => T): T = {
     var result: Either[Throwable, T] = null
-    val t = new Thread(() => result = try Right(body) catch { case e: Throwable => Left(e) },
+    val t = new Thread(() =>
+        result =
+          try Right(body)
+          catch { case e: Throwable => Left(e) },
       s"${Thread.currentThread().getName}-body")
     t.start()
     t.join()
@@ -477,7 +496,9 @@ class SpillStoreBudgetSuite extends AnyFunSuite {
       var expected = Map.empty[Long, Long]
       for (v <- 0 until 6) {
         val s = p.getStore(v)
-        (v * 20000L until (v + 1) * 20000L).foreach { i => s.put(key(i), value(i)); expected += i -> i }
+        (v * 20000L until (v + 1) * 20000L).foreach { i =>
+          s.put(key(i), value(i)); expected += i -> i
+        }
         s.commit()
         val heap = customMetric(s, "spillstoreHeapBytes")
         assert(heap <= budget, s"version ${v + 1}: heap $heap > budget $budget")
@@ -498,7 +519,8 @@ class SpillStoreBudgetSuite extends AnyFunSuite {
     val root = Files.createTempDirectory("spill-many").toString
     val deleteRoot = () => TempDirs.delete(root)
     val pool = Executors.newFixedThreadPool(4)
-    val stores = (0 until providers).map(part => openProvider(root, budgetConf("2m"), partition = part))
+    val stores =
+      (0 until providers).map(part => openProvider(root, budgetConf("2m"), partition = part))
     try {
       // Each provider: batches of 5000 new keys plus updates of 2000 older ones.
       val futures = stores.zipWithIndex.map { case (p, part) =>
@@ -529,7 +551,8 @@ class SpillStoreBudgetSuite extends AnyFunSuite {
       }
       val models = futures.map(_.get(10, TimeUnit.MINUTES))
       val manager = stores.head.memory // the executor's, which every provider here shares
-      assert(manager.totalHeapBytes <= budget, s"idle heap ${manager.totalHeapBytes} > budget $budget")
+      assert(manager.totalHeapBytes <= budget,
+        s"idle heap ${manager.totalHeapBytes} > budget $budget")
       stores.zip(models).foreach { case (p, model) =>
         val s = p.getReadStore(batches)
         assert(contents(s) === model)

@@ -9,7 +9,8 @@ import org.apache.commons.io.FileUtils
 object TempDirs {
   def withTempDir[T](prefix: String)(f: String => T): T = {
     val dir = Files.createTempDirectory(prefix).toFile
-    try f(dir.getPath) finally FileUtils.deleteQuietly(dir)
+    try f(dir.getPath)
+    finally FileUtils.deleteQuietly(dir)
   }
 
   def delete(path: String): Unit = FileUtils.deleteQuietly(new File(path))

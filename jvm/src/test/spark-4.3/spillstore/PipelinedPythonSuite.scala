@@ -7,7 +7,9 @@ import org.apache.commons.io.FileUtils
 import org.scalatest.funsuite.AnyFunSuite
 
 import org.apache.spark.{SparkConf, SparkContext, TestTasks}
-import org.apache.spark.sql.execution.streaming.state.{NoPrefixKeyStateEncoderSpec, TwoThreadWorkload}
+import org.apache.spark.sql.execution.streaming.state.{
+  NoPrefixKeyStateEncoderSpec, TwoThreadWorkload
+}
 import org.apache.spark.sql.internal.SQLConf
 
 /**
@@ -20,12 +22,13 @@ class PipelinedPythonSuite extends AnyFunSuite {
   test("with pipelined Python runners, reads on the writer thread while the task thread " +
     "writes: every count exact") {
     val sc = new SparkContext(new SparkConf().setMaster("local[1]").setAppName("pipelined")
-      .set("spark.ui.enabled", "false").set("spark.python.udf.pipelined.enabled", "true"))
+        .set("spark.ui.enabled", "false").set("spark.python.udf.pipelined.enabled", "true"))
     val root = Files.createTempDirectory("spillstore-pipelined").toFile
     try {
       val r = TwoThreadWorkload.run(root, open, attempt => body => TestTasks.run(attempt)(body))
-      assert(r.evictions > 0 && r.coldLoads > 0, "the race's preconditions did not happen: " +
-        s"${r.evictions} evictions, ${r.coldLoads} cold loads")
+      assert(r.evictions > 0 && r.coldLoads > 0,
+        "the race's preconditions did not happen: " +
+          s"${r.evictions} evictions, ${r.coldLoads} cold loads")
       assert(r.counts.size === r.expected.size)
       assert(r.counts === r.expected)
     } finally {

@@ -7,8 +7,10 @@ import java.util.UUID
 import scala.util.control.NonFatal
 
 import org.apache.hadoop.conf.Configuration
-import org.apache.hadoop.fs.{CommonPathCapabilities, FileSystem, FSDataOutputStream, LocalFileSystem, Path,
-  RawLocalFileSystem}
+import org.apache.hadoop.fs.{
+  CommonPathCapabilities, FileSystem, FSDataOutputStream, LocalFileSystem, Path,
+  RawLocalFileSystem
+}
 
 import org.apache.spark.sql.execution.streaming.state.SpillStoreSparkShim.CheckpointFileManager
 
@@ -54,17 +56,22 @@ object AtomicOutput {
     val fs = dir.getFileSystem(hadoopConf)
     val local = fs.isInstanceOf[LocalFileSystem] || fs.isInstanceOf[RawLocalFileSystem]
     val throughFileManager = Creator(needsDir = true, opensEarly = !local)(fm match {
-      case renames: CheckpointFileManager.RenameHelperMethods => target => new ViaRename(fm, renames, target)
-      case _ => target => new ThroughFileManager(fm.createAtomic(target, overwriteIfPossible = true))
+      case renames: CheckpointFileManager.RenameHelperMethods =>
+        target => new ViaRename(fm, renames, target)
+      case _ =>
+        target => new ThroughFileManager(fm.createAtomic(target, overwriteIfPossible = true))
     })
     if (hadoopConf.get(SparkConfs.CheckpointFileManagerClass) != null) throughFileManager
     else fs match {
       // Subclasses too: with Hive's jars on the class path (pyspark's are), `file:` is Hive's
       // ProxyLocalFileSystem, a LocalFileSystem with its own rename.
-      case l: LocalFileSystem => Creator(needsDir = true)(target => new LocalFile(l.pathToFile(target)))
-      case r: RawLocalFileSystem => Creator(needsDir = true)(target => new LocalFile(r.pathToFile(target)))
+      case l: LocalFileSystem =>
+        Creator(needsDir = true)(target => new LocalFile(l.pathToFile(target)))
+      case r: RawLocalFileSystem =>
+        Creator(needsDir = true)(target => new LocalFile(r.pathToFile(target)))
       // An object store has no directories to create: a file's name is its whole key.
-      case _ if publishesOnClose(fs, dir) => Creator(needsDir = false)(target => new Direct(fs, target))
+      case _ if publishesOnClose(fs, dir) =>
+        Creator(needsDir = false)(target => new Direct(fs, target))
       case _ => throughFileManager
     }
   }
@@ -75,7 +82,8 @@ object AtomicOutput {
    * its body is known ([[EarlyFile]]) takes off the writer's path (not so for local files, nor
    * where a file is sent whole at close).
    */
-  final case class Creator(needsDir: Boolean, opensEarly: Boolean = false)(val create: Path => AtomicOutput)
+  final case class Creator(needsDir: Boolean, opensEarly: Boolean = false)(
+      val create: Path => AtomicOutput)
 
   /**
    * Whether a file `fs` creates under `dir` stays invisible until its stream closes and an
@@ -103,7 +111,9 @@ object AtomicOutput {
     private var open = true
 
     override def write(b: Int): Unit = { checkOpen(); out.write(b) }
-    override def write(b: Array[Byte], off: Int, len: Int): Unit = { checkOpen(); out.write(b, off, len) }
+    override def write(b: Array[Byte], off: Int, len: Int): Unit = {
+      checkOpen(); out.write(b, off, len)
+    }
     override def flush(): Unit = checkOpen()
 
     final def publish(): Unit = {
@@ -113,7 +123,8 @@ object AtomicOutput {
         open = false
       } catch {
         case e: Throwable =>
-          try discard() catch { case c: Throwable => e.addSuppressed(c) }
+          try discard()
+          catch { case c: Throwable => e.addSuppressed(c) }
           throw e
       }
     }
@@ -152,7 +163,8 @@ object AtomicOutput {
    * on HDFS with the datanode down.
    */
   private final class ViaRename(fm: CheckpointFileManager,
-      renames: CheckpointFileManager.RenameHelperMethods, target: Path) extends OneShot {
+      renames: CheckpointFileManager.RenameHelperMethods, target: Path)
+      extends OneShot {
     private val temp = new Path(target.getParent, s".${target.getName}.${UUID.randomUUID()}.tmp")
     private val stream = renames.createTempFile(temp)
     protected val out: OutputStream = buffered(stream)
@@ -164,7 +176,8 @@ object AtomicOutput {
     }
 
     protected def dropWritten(): Unit = {
-      try stream.close() catch { case NonFatal(_) => } // it failed already, or its bytes are dropped
+      try stream.close()
+      catch { case NonFatal(_) => } // it failed already, or its bytes are dropped
       finally fm.delete(temp)
     }
 
@@ -176,7 +189,8 @@ object AtomicOutput {
   /** Spark's atomic stream, for a file manager without temp-file methods: close publishes,
    *  cancel discards. */
   private final class ThroughFileManager(
-      stream: CheckpointFileManager.CancellableFSDataOutputStream) extends OneShot {
+      stream: CheckpointFileManager.CancellableFSDataOutputStream)
+      extends OneShot {
     protected val out: OutputStream = buffered(stream)
     protected def publishWritten(): Unit = { out.flush(); stream.close() }
     protected def dropWritten(): Unit = stream.cancel()
@@ -193,7 +207,8 @@ object AtomicOutput {
    * would check the new file against it.
    */
   private final class LocalFile(target: File) extends OneShot {
-    private val temp = new File(target.getParentFile, s".${target.getName}.${UUID.randomUUID()}.tmp")
+    private val temp =
+      new File(target.getParentFile, s".${target.getName}.${UUID.randomUUID()}.tmp")
     protected val out: OutputStream = buffered(
       Files.newOutputStream(temp.toPath, StandardOpenOption.CREATE_NEW, StandardOpenOption.WRITE))
 
@@ -203,7 +218,9 @@ object AtomicOutput {
       Files.move(temp.toPath, target.toPath, StandardCopyOption.ATOMIC_MOVE)
     }
 
-    protected def dropWritten(): Unit = try out.close() finally Files.deleteIfExists(temp.toPath)
+    protected def dropWritten(): Unit =
+      try out.close()
+      finally Files.deleteIfExists(temp.toPath)
 
     override def toString: String = s"the atomic write of $target"
   }

@@ -19,8 +19,9 @@ final class ChangeFeed(dir: CheckpointDir, start: Long, end: Long) extends Close
   }
   dir.list().missingJournal(start - 1, end).foreach { v =>
     val f = dir.file(StateFile.Journal, v)
-    throw SpillStoreSparkBridge.cannotReadStateFile(f, new FileNotFoundException(
-      s"$f does not exist: the changes of version $v were deleted or never committed"))
+    throw SpillStoreSparkBridge.cannotReadStateFile(f,
+      new FileNotFoundException(
+        s"$f does not exist: the changes of version $v were deleted or never committed"))
   }
 
   private var version = start - 1
@@ -34,9 +35,11 @@ final class ChangeFeed(dir: CheckpointDir, start: Long, end: Long) extends Close
   def next(): (Array[Byte], Array[Byte]) = {
     while (true) {
       if (reader != null) {
-        val record = try reader.next() catch {
-          case e: Exception => throw StateFile.unreadable(dir.file(StateFile.Journal, version), e)
-        }
+        val record =
+          try reader.next()
+          catch {
+            case e: Exception => throw StateFile.unreadable(dir.file(StateFile.Journal, version), e)
+          }
         if (record != null) return record
         closeJournal()
       }

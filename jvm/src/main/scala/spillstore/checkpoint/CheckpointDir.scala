@@ -23,7 +23,8 @@ import spillstore.checkpoint.StateFile.Kind
  * them.
  */
 final class CheckpointDir(
-    val path: Path, hadoopConf: Configuration, val codec: SpillStoreSparkBridge.Codec) extends Logging {
+    val path: Path, hadoopConf: Configuration, val codec: SpillStoreSparkBridge.Codec)
+    extends Logging {
   private val fm = CheckpointFileManager.create(path, ClientConf.forCheckpoint(hadoopConf))
   private val creator = AtomicOutput.creator(path, hadoopConf, fm)
   @volatile private var dirCreated = !creator.needsDir
@@ -50,14 +51,17 @@ final class CheckpointDir(
   private def open(kind: Kind, version: Long, format: Int): EarlyFile.Opened = {
     if (!dirCreated) { fm.mkdirs(path); dirCreated = true }
     val atomic = creator.create(file(kind, version))
-    orDiscard(atomic)(EarlyFile.Opened(atomic, new StateFile.Writer(atomic, kind, version, codec, format)))
+    orDiscard(atomic)(EarlyFile.Opened(atomic,
+        new StateFile.Writer(atomic, kind, version, codec, format)))
   }
 
   /** `body`'s result; if it throws, `atomic` is discarded first. */
   private def orDiscard[T](atomic: AtomicOutput)(body: => T): T =
-    try body catch {
+    try body
+    catch {
       case e: Throwable =>
-        try atomic.discard() catch { case NonFatal(c) => e.addSuppressed(c) }
+        try atomic.discard()
+        catch { case NonFatal(c) => e.addSuppressed(c) }
         throw e
     }
 
@@ -72,11 +76,12 @@ final class CheckpointDir(
    * no `write` takes is dropped by the next `openEarly` or by `dropEarly`).
    */
   def openEarly(kind: Kind, version: Long): Unit = if (creator.opensEarly) {
-    replaceEarly(new EarlyFile(kind, version, () => {
-      val opened = open(kind, version, StateFile.FormatVersion)
-      orDiscard(opened.output)(opened.output.sendAhead())
-      opened
-    }))
+    replaceEarly(new EarlyFile(kind, version,
+        () => {
+          val opened = open(kind, version, StateFile.FormatVersion)
+          orDiscard(opened.output)(opened.output.sendAhead())
+          opened
+        }))
   }
 
   /** Drops the file opened early, if any (its batch ended without writing it). */
@@ -101,7 +106,8 @@ final class CheckpointDir(
   /** Reads every record of a file in order (value null = removal); returns the record count. */
   def read(kind: Kind, version: Long)(visit: (Array[Byte], Array[Byte]) => Unit): Long = {
     val (reader, in) = open(kind, version)
-    try reader.foreach(visit) finally in.close()
+    try reader.foreach(visit)
+    finally in.close()
   }
 
   /** Opens a file for pull-based reading; the caller closes the stream. */
@@ -111,7 +117,7 @@ final class CheckpointDir(
     val in = fm.open(f)
     try {
       (new StateFile.Reader(in, length, f.toString, kind, version,
-        SpillStoreSparkBridge.compressionCodec), in)
+          SpillStoreSparkBridge.compressionCodec), in)
     } catch {
       case e: Throwable => in.close(); throw e
     }
@@ -120,9 +126,11 @@ final class CheckpointDir(
   /** spillstore's files; throws [[ForeignFiles.ForeignFilesException]] if another provider's
    *  are there too. */
   def list(): CheckpointDir.Listing = {
-    val statuses = try fm.list(path) catch {
-      case _: FileNotFoundException => Array.empty[FileStatus]
-    }
+    val statuses =
+      try fm.list(path)
+      catch {
+        case _: FileNotFoundException => Array.empty[FileStatus]
+      }
     val names = statuses.toSeq.map(_.getPath.getName)
     val byKind = names.flatMap(CheckpointDir.parse)
     val listing = CheckpointDir.Listing(
@@ -149,7 +157,8 @@ final class CheckpointDir(
   private def hasOwnMagic(kind: Kind, version: Long): Boolean = {
     val f = file(kind, version)
     val magic = readMagic(f)
-    ForeignFiles.ofMagic(magic).foreach(p => throw new ForeignFiles.ForeignFilesException(Seq(f -> p)))
+    ForeignFiles.ofMagic(magic).foreach(p =>
+      throw new ForeignFiles.ForeignFilesException(Seq(f -> p)))
     magic == StateFile.Magic
   }
 
@@ -166,7 +175,8 @@ final class CheckpointDir(
     length >= StateFile.FooterBytes && {
       val footer = new Array[Byte](StateFile.FooterBytes)
       val in = fm.open(f)
-      try in.readFully(length - StateFile.FooterBytes, footer) finally in.close()
+      try in.readFully(length - StateFile.FooterBytes, footer)
+      finally in.close()
       StateFile.isFooter(footer, length)
     }
   }
@@ -177,7 +187,9 @@ final class CheckpointDir(
   /** The first four bytes of `f`, big-endian; 0 if it is shorter. */
   private def readMagic(f: Path): Int = {
     val in = new DataInputStream(fm.open(f))
-    try in.readInt() catch { case _: EOFException => 0 } finally in.close()
+    try in.readInt()
+    catch { case _: EOFException => 0 }
+    finally in.close()
   }
 
   def delete(kind: Kind, version: Long): Unit = fm.delete(file(kind, version))
@@ -221,24 +233,28 @@ final class CheckpointDir(
     while (it.hasNext) {
       val base = it.next()
       def readBase(visit: (Array[Byte], Array[Byte]) => Unit): Unit =
-        try read(StateFile.Snapshot, base)(visit) catch {
+        try read(StateFile.Snapshot, base)(visit)
+        catch {
           case e @ (_: StateFile.CorruptFileException | _: FileNotFoundException) =>
             throw CheckpointDir.BadBase(e)
         }
-      val result = try Some(use(base, readBase)) catch {
-        case CheckpointDir.BadBase(e) =>
-          val f = file(StateFile.Snapshot, base)
-          if (firstError == null) { firstError = e; firstBad = f } else firstError.addSuppressed(e)
-          e match {
-            case c: StateFile.CorruptFileException =>
-              damaged += f -> c
-              logWarning(s"Snapshot $f is corrupt; trying to rebuild version $version from an " +
-                s"older snapshot and journals: ${c.getMessage}")
-            case _ =>
-              logWarning(s"Snapshot $f vanished while being read; trying an older one")
-          }
-          None
-      }
+      val result =
+        try Some(use(base, readBase))
+        catch {
+          case CheckpointDir.BadBase(e) =>
+            val f = file(StateFile.Snapshot, base)
+            if (firstError == null) { firstError = e; firstBad = f }
+            else firstError.addSuppressed(e)
+            e match {
+              case c: StateFile.CorruptFileException =>
+                damaged += f -> c
+                logWarning(s"Snapshot $f is corrupt; trying to rebuild version $version from an " +
+                  s"older snapshot and journals: ${c.getMessage}")
+              case _ =>
+                logWarning(s"Snapshot $f vanished while being read; trying an older one")
+            }
+            None
+        }
       if (result.isDefined) {
         damaged.foreach { case (f, e) =>
           val aside = setAside(f)
@@ -254,9 +270,9 @@ final class CheckpointDir(
     }
     val cause = firstError match {
       case c: StateFile.CorruptFileException => new StateFile.CorruptFileException(
-        s"${c.getMessage}; left in place, because no older snapshot, nor version 0 with " +
-          s"every journal after it, can rebuild version $version (restore the file from a " +
-          "copy, or start the query from a new checkpoint)", c)
+          s"${c.getMessage}; left in place, because no older snapshot, nor version 0 with " +
+            s"every journal after it, can rebuild version $version (restore the file from a " +
+            "copy, or start the query from a new checkpoint)", c)
       case e => e
     }
     throw StateFile.unreadable(firstBad, cause)
@@ -288,7 +304,8 @@ object CheckpointDir {
   final case class Listing(journals: Set[Long], snapshots: Set[Long],
       temps: Map[String, Long] = Map.empty) {
     def latestVersion: Long = (journals ++ snapshots).reduceOption(_ max _).getOrElse(0L)
-    def latestSnapshotAtOrBelow(v: Long): Long = snapshots.filter(_ <= v).reduceOption(_ max _).getOrElse(0L)
+    def latestSnapshotAtOrBelow(v: Long): Long =
+      snapshots.filter(_ <= v).reduceOption(_ max _).getOrElse(0L)
     /** The first version in (from, to] with no journal, if any. */
     def missingJournal(from: Long, to: Long): Option[Long] =
       (from + 1 to to).find(v => !journals.contains(v))

@@ -17,30 +17,32 @@ import org.apache.spark.internal.Logging
 final class Cleaner(dir: CheckpointDir) extends Logging {
 
   /** Returns the number of files deleted. */
-  def cleanup(minVersionsToRetain: Int): Int = try {
-    val listing = dir.list()
-    val horizon = listing.latestVersion - minVersionsToRetain
-    if (horizon <= 0) return 0
-    val keepFrom = listing.latestSnapshotAtOrBelow(horizon)
-    if (keepFrom == 0) return 0
-    val doomed =
-      listing.journals.filter(_ < keepFrom).toSeq.map(StateFile.Journal -> _) ++
-        listing.snapshots.filter(_ < keepFrom).toSeq.map(StateFile.Snapshot -> _)
-    val leftTemps = listing.temps.collect { case (name, v) if v < keepFrom => name }.toSeq.sorted
-    if (doomed.isEmpty && leftTemps.isEmpty) return 0
-    if (!dir.looksWhole(StateFile.Snapshot, keepFrom)) {
-      logWarning(s"Not cleaning up ${dir.path}: snapshot $keepFrom, which the retained " +
-        "versions would be kept from, is damaged; the next load rebuilds around it")
-      return 0
+  def cleanup(minVersionsToRetain: Int): Int =
+    try {
+      val listing = dir.list()
+      val horizon = listing.latestVersion - minVersionsToRetain
+      if (horizon <= 0) return 0
+      val keepFrom = listing.latestSnapshotAtOrBelow(horizon)
+      if (keepFrom == 0) return 0
+      val doomed =
+        listing.journals.filter(_ < keepFrom).toSeq.map(StateFile.Journal -> _) ++
+          listing.snapshots.filter(_ < keepFrom).toSeq.map(StateFile.Snapshot -> _)
+      val leftTemps = listing.temps.collect { case (name, v) if v < keepFrom => name }.toSeq.sorted
+      if (doomed.isEmpty && leftTemps.isEmpty) return 0
+      if (!dir.looksWhole(StateFile.Snapshot, keepFrom)) {
+        logWarning(s"Not cleaning up ${dir.path}: snapshot $keepFrom, which the retained " +
+          "versions would be kept from, is damaged; the next load rebuilds around it")
+        return 0
+      }
+      doomed.sortBy(_._2).foreach { case (kind, v) => dir.delete(kind, v) }
+      leftTemps.foreach(dir.deleteTemp)
+      logInfo(s"Deleted ${doomed.size} files older than version $keepFrom from ${dir.path}" +
+        (if (leftTemps.isEmpty) ""
+         else s", and ${leftTemps.size} temp files of unpublished writes"))
+      doomed.size + leftTemps.size
+    } catch {
+      case e: ForeignFiles.ForeignFilesException =>
+        logWarning(s"Not cleaning up: ${e.getMessage}")
+        0
     }
-    doomed.sortBy(_._2).foreach { case (kind, v) => dir.delete(kind, v) }
-    leftTemps.foreach(dir.deleteTemp)
-    logInfo(s"Deleted ${doomed.size} files older than version $keepFrom from ${dir.path}" +
-      (if (leftTemps.isEmpty) "" else s", and ${leftTemps.size} temp files of unpublished writes"))
-    doomed.size + leftTemps.size
-  } catch {
-    case e: ForeignFiles.ForeignFilesException =>
-      logWarning(s"Not cleaning up: ${e.getMessage}")
-      0
-  }
 }

@@ -1,7 +1,9 @@
 package spillstore.checkpoint
 
-import java.util.concurrent.{CompletableFuture, ExecutionException, LinkedBlockingQueue, ThreadPoolExecutor,
-  TimeUnit}
+import java.util.concurrent.{
+  CompletableFuture, ExecutionException, LinkedBlockingQueue, ThreadPoolExecutor,
+  TimeUnit
+}
 import java.util.concurrent.atomic.{AtomicBoolean, AtomicInteger, AtomicReference}
 
 import scala.util.control.NonFatal
@@ -32,7 +34,8 @@ import spillstore.checkpoint.StateFile.Kind
  * of a file being opened waits for it (`take`) or leaves its discard to the pool thread (`drop`).
  */
 private[checkpoint] final class EarlyFile(val kind: Kind, val version: Long,
-    open: () => EarlyFile.Opened) extends Logging {
+    open: () => EarlyFile.Opened)
+    extends Logging {
   private val claimed = new AtomicBoolean
   /** Whether a pool thread has started opening it (true), or a claim skipped it (false). */
   private val started = new AtomicReference[java.lang.Boolean]
@@ -53,7 +56,8 @@ private[checkpoint] final class EarlyFile(val kind: Kind, val version: Long,
       throw new IllegalStateException(s"$this is taken or dropped already")
     }
     if (skipIfQueued()) return None
-    try Some(opened.get()) catch {
+    try Some(opened.get())
+    catch {
       case e: ExecutionException =>
         logWarning(s"Opening $this early failed; the commit opens it again: ${e.getCause}")
         None
@@ -67,10 +71,12 @@ private[checkpoint] final class EarlyFile(val kind: Kind, val version: Long,
    *  dropped. */
   def drop(): Unit = if (claimed.compareAndSet(false, true) && !skipIfQueued()) discardWhenOpened()
 
-  private def discardWhenOpened(): Unit = opened.whenComplete { (o: EarlyFile.Opened, _: Throwable) =>
-    if (o != null) {
-      try o.output.discard() catch { case NonFatal(e) => logWarning(s"Cannot discard $this", e) }
-    }
+  private def discardWhenOpened(): Unit = opened.whenComplete {
+    (o: EarlyFile.Opened, _: Throwable) =>
+      if (o != null) {
+        try o.output.discard()
+        catch { case NonFatal(e) => logWarning(s"Cannot discard $this", e) }
+      }
   }
 
   override def toString: String = s"the early ${kind.suffix} $version"

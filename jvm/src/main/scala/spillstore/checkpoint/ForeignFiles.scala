@@ -30,8 +30,8 @@ object ForeignFiles {
    * (lz4 "LZ4B", zstd's frame magic, snappy "\x82SNA", lzf "ZV" + chunk type 0 or 1).
    */
   def ofMagic(magic: Int): Option[String] =
-    if (magic == 0x4c5a3442 || magic == 0x28b52ffd || magic == 0x82534e41 ||
-      (magic >>> 16) == 0x5a56 && ((magic >>> 8) & 0xff) <= 1) Some(HdfsProvider)
+    if (magic == 0x4C5A3442 || magic == 0x28B52FFD || magic == 0x82534E41 ||
+      (magic >>> 16) == 0x5A56 && ((magic >>> 8) & 0xFF) <= 1) Some(HdfsProvider)
     else None
 
   /**
@@ -39,7 +39,7 @@ object ForeignFiles {
    * deletes or counts them, and says whose they are and what to do.
    */
   final class ForeignFilesException(val files: Seq[(Path, String)])
-    extends IllegalStateException(message(files))
+      extends IllegalStateException(message(files))
 
   private def message(files: Seq[(Path, String)]): String = {
     val dir = files.head._1.getParent
@@ -54,13 +54,13 @@ object ForeignFiles {
     }
     val provider = files.head._2
     s"$dir holds another state store provider's files, which spillstore does not read: " +
-      s"${whose.mkString("; ")}. This query's state was written by that provider: Spark runs a " +
-      "restarted query on the provider its checkpoint's offset log records, and on the " +
-      "session's when it records none (as old Spark versions' checkpoints do). To keep the " +
-      s"query on its provider, set spark.sql.streaming.stateStore.providerClass to $provider. To " +
-      s"move it and its state to spillstore, stop it and run `python -m spillstore migrate " +
-      s"$checkpoint` (README: Moving an existing query; a checkpoint that records no provider " +
-      "must first run a batch on its own provider, so that it records it). Nothing in " +
-      s"$dir was changed."
+    s"${whose.mkString("; ")}. This query's state was written by that provider: Spark runs a " +
+    "restarted query on the provider its checkpoint's offset log records, and on the " +
+    "session's when it records none (as old Spark versions' checkpoints do). To keep the " +
+    s"query on its provider, set spark.sql.streaming.stateStore.providerClass to $provider. To " +
+    s"move it and its state to spillstore, stop it and run `python -m spillstore migrate " +
+    s"$checkpoint` (README: Moving an existing query; a checkpoint that records no provider " +
+    "must first run a batch on its own provider, so that it records it). Nothing in " +
+    s"$dir was changed."
   }
 }

@@ -79,17 +79,20 @@ object QueryCheckpoint {
     /** Throws [[InvalidEntryException]] if `file` is not an entry. */
     def read(fs: FileSystem, file: Path): OffsetLogEntry = {
       val in = fs.open(file)
-      val text = try new String(IOUtils.toByteArray(in), StandardCharsets.UTF_8)
+      val text =
+        try new String(IOUtils.toByteArray(in), StandardCharsets.UTF_8)
         finally in.close()
       val lines = text.split("\n", -1).toSeq
       if (lines.size < 2 || !lines.head.startsWith("v")) {
         throw new InvalidEntryException(
           s"$file is not an offset-log entry (a version line, then metadata)")
       }
-      val metadata = try Json.readTree(lines(1)) catch {
-        case e: Exception =>
-          throw new InvalidEntryException(s"$file: its metadata line is not JSON: $e")
-      }
+      val metadata =
+        try Json.readTree(lines(1))
+        catch {
+          case e: Exception =>
+            throw new InvalidEntryException(s"$file: its metadata line is not JSON: $e")
+        }
       OffsetLogEntry(lines, metadata)
     }
   }

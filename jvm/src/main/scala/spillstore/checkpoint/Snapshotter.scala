@@ -24,7 +24,8 @@ import spillstore.metrics.ExecutorStats
  */
 final class Snapshotter(dir: CheckpointDir, spillDir: () => File, stats: ExecutorStats,
     maxKeysInMemory: Int = SortedChanges.DefaultMaxKeysInMemory,
-    maxOpenSources: Int = SortedChanges.DefaultMaxOpenSources) extends Logging {
+    maxOpenSources: Int = SortedChanges.DefaultMaxOpenSources)
+    extends Logging {
 
   /**
    * Runs go in this JVM's dir under `spillDir`: a JVM killed mid-merge leaves them where the
@@ -46,11 +47,13 @@ final class Snapshotter(dir: CheckpointDir, spillDir: () => File, stats: Executo
    * Returns the version snapshotted.
    */
   def snapshotIfDue(minDeltas: Int, committed: Long): Option[Long] = {
-    val listing = try dir.list() catch {
-      case e: ForeignFiles.ForeignFilesException =>
-        logWarning(s"Not snapshotting: ${e.getMessage}")
-        return None
-    }
+    val listing =
+      try dir.list()
+      catch {
+        case e: ForeignFiles.ForeignFilesException =>
+          logWarning(s"Not snapshotting: ${e.getMessage}")
+          return None
+      }
     val latest = listing.journals.filter(_ <= committed).reduceOption(_ max _).getOrElse(0L)
     val base = listing.latestSnapshotAtOrBelow(latest)
     if (latest - base >= minDeltas) snapshot(latest, listing) else None
@@ -62,7 +65,8 @@ final class Snapshotter(dir: CheckpointDir, spillDir: () => File, stats: Executo
    */
   def snapshotFrom(version: Long, entries: Iterator[(Array[Byte], Array[Byte])]): Unit = {
     val sorted = SortedChanges.sort(dir, entries, runsParent, maxKeysInMemory, maxOpenSources)
-    val written = try dir.write(StateFile.Snapshot, version)(out => sorted.drain(out.put))
+    val written =
+      try dir.write(StateFile.Snapshot, version)(out => sorted.drain(out.put))
       finally sorted.close()
     wrote(version, written, "the live state")
   }

@@ -28,7 +28,7 @@ import org.apache.hadoop.fs.Path
  * Use `head` / `advance()`, then `close()` (which closes the sources and deletes the runs).
  */
 final class SortedChanges private (sources: IndexedSeq[SortedChanges.Source], onClose: () => Unit)
-  extends AutoCloseable {
+    extends AutoCloseable {
 
   private val heads = sources.map(_.next()).toArray
 
@@ -48,14 +48,17 @@ final class SortedChanges private (sources: IndexedSeq[SortedChanges.Source], on
     var min: Array[Byte] = null
     var i = 0
     while (i < heads.length) {
-      if (heads(i) != null && (min == null || JArrays.compareUnsigned(heads(i)._1, min) < 0)) min = heads(i)._1
+      if (heads(i) != null && (min == null || JArrays.compareUnsigned(heads(i)._1, min) < 0))
+        min = heads(i)._1
       i += 1
     }
     if (min == null) return null
     var value: Array[Byte] = null
     i = 0
     while (i < heads.length) { // ascending: a later source's value overrides an earlier one's
-      if (heads(i) != null && JArrays.equals(heads(i)._1, min)) { value = heads(i)._2; heads(i) = sources(i).next() }
+      if (heads(i) != null && JArrays.equals(heads(i)._1, min)) {
+        value = heads(i)._2; heads(i) = sources(i).next()
+      }
       i += 1
     }
     (min, value)
@@ -75,7 +78,8 @@ object SortedChanges {
    * merge's other inputs throw, so that a damaged journal is never taken for a damaged base.
    */
   final class UnreadableJournal(val file: Path, val version: Long,
-      cause: Throwable) extends RuntimeException(s"Cannot read journal $file: ${cause.getMessage}", cause)
+      cause: Throwable)
+      extends RuntimeException(s"Cannot read journal $file: ${cause.getMessage}", cause)
 
   /** Records in ascending unsigned key order, each key once; null when exhausted. */
   private trait Source { def next(): (Array[Byte], Array[Byte]) }
@@ -136,7 +140,8 @@ object SortedChanges {
       }
 
     private def reading[T](v: Long)(body: => T): T =
-      try body catch {
+      try body
+      catch {
         case e: UnreadableJournal => throw e
         case NonFatal(e) => throw new UnreadableJournal(dir.file(StateFile.Journal, v), v, e)
       }
@@ -145,13 +150,17 @@ object SortedChanges {
       if (!pending.isEmpty) {
         val last = sorted(pending)
         var next = 0
-        sources += (() => if (next < last.length) { next += 1; last(next - 1) } else null)
+        sources += (() =>
+          if (next < last.length) { next += 1; last(next - 1) }
+          else null)
       }
       new SortedChanges(sources.toIndexedSeq, () => discard())
     }
 
     def discard(): Unit = {
-      closers.foreach(c => try c() catch { case NonFatal(_) => })
+      closers.foreach(c =>
+        try c()
+        catch { case NonFatal(_) => })
       closers.clear()
       if (runDir != null) FileUtils.deleteQuietly(runDir)
     }
@@ -192,11 +201,12 @@ object SortedChanges {
         w.finish()
       } finally out.close()
       val in = new BufferedInputStream(new FileInputStream(f), 64 * 1024)
-      val reader = try {
-        new StateFile.Reader(in, f.length, f.toString, StateFile.Journal, id, _ => dir.codec)
-      } catch {
-        case e: Throwable => in.close(); throw e
-      }
+      val reader =
+        try {
+          new StateFile.Reader(in, f.length, f.toString, StateFile.Journal, id, _ => dir.codec)
+        } catch {
+          case e: Throwable => in.close(); throw e
+        }
       (() => reader.next(), () => { in.close(); f.delete() })
     }
   }
@@ -205,8 +215,9 @@ object SortedChanges {
     val out = new Array[(Array[Byte], Array[Byte])](m.size)
     var i = 0
     m.forEach { (k, value) => out(i) = (k.array, value); i += 1 }
-    JArrays.sort(out, (a: (Array[Byte], Array[Byte]), b: (Array[Byte], Array[Byte])) =>
-      JArrays.compareUnsigned(a._1, b._1))
+    JArrays.sort(out,
+      (a: (Array[Byte], Array[Byte]), b: (Array[Byte], Array[Byte])) =>
+        JArrays.compareUnsigned(a._1, b._1))
     out
   }
 }

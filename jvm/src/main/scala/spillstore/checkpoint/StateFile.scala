@@ -1,6 +1,9 @@
 package spillstore.checkpoint
 
-import java.io.{BufferedInputStream, BufferedOutputStream, DataInputStream, DataOutputStream, EOFException, FilterInputStream, FilterOutputStream, InputStream, IOException, OutputStream}
+import java.io.{
+  BufferedInputStream, BufferedOutputStream, DataInputStream, DataOutputStream, EOFException,
+  FilterInputStream, FilterOutputStream, InputStream, IOException, OutputStream
+}
 import java.util.{Arrays => JArrays}
 import java.util.zip.CRC32C
 
@@ -36,7 +39,7 @@ import org.apache.spark.sql.execution.streaming.state.SpillStoreSparkBridge
  * is rethrown as is: the file may be fine and the next attempt may read it.
  */
 object StateFile {
-  val Magic: Int = 0x53504c53 // "SPLS"
+  val Magic: Int = 0x53504C53 // "SPLS"
   /** The format written. */
   val FormatVersion: Int = 2
   /**
@@ -44,7 +47,7 @@ object StateFile {
    * builds before 0.1.0, so no release reads it.
    */
   val ReadableFormats: Seq[Int] = Seq(2)
-  private val EndMagic: Int = 0x53504c45 // "SPLE"
+  private val EndMagic: Int = 0x53504C45 // "SPLE"
   val FooterBytes: Int = 12
 
   sealed abstract class Kind(val id: Byte, val suffix: String)
@@ -54,11 +57,12 @@ object StateFile {
 
   /** A damaged file: not a complete, valid spillstore file of the expected kind. */
   final class CorruptFileException(msg: String, cause: Throwable = null)
-    extends IOException(msg, cause)
+      extends IOException(msg, cause)
 
   /** Whether `e` or a cause of it says a file is damaged (not, say, unreachable). */
   def isDamage(e: Throwable): Boolean =
-    Iterator.iterate(e)(_.getCause).takeWhile(_ != null).exists(_.isInstanceOf[CorruptFileException])
+    Iterator.iterate(e)(_.getCause).takeWhile(_ != null).exists(
+      _.isInstanceOf[CorruptFileException])
 
   /**
    * Spark's error for `file`, which `e` kept from being read: damage says so (it is never
@@ -109,7 +113,8 @@ object StateFile {
    * header, for tests of files this build refuses.
    */
   final class Writer(raw: OutputStream, kind: Kind, version: Long,
-      codec: SpillStoreSparkBridge.Codec, format: Int = FormatVersion) extends RecordSink {
+      codec: SpillStoreSparkBridge.Codec, format: Int = FormatVersion)
+      extends RecordSink {
     private val crc = new CRC32C
     private var records = 0L
     private val out = new CountingStream(raw)
@@ -164,7 +169,7 @@ object StateFile {
     private def encode(key: Array[Byte], keyFrom: Int, keyLen: Int, value: Array[Byte],
         valueFrom: Int, valueLen: Int): Unit = {
       if (lastKey != null && JArrays.compareUnsigned(lastKey, lastKeyFrom,
-        lastKeyFrom + lastKeyLength, key, keyFrom, keyFrom + keyLen) >= 0) {
+          lastKeyFrom + lastKeyLength, key, keyFrom, keyFrom + keyLen) >= 0) {
         throw new IllegalArgumentException(s"${kind.suffix} $version: keys must be written " +
           s"once each, in ascending unsigned order (file format $format)")
       }
@@ -199,13 +204,14 @@ object StateFile {
     private val codecName = readHeader()
     // A damaged codec name or compressed-stream header must fail as corruption too, so that
     // callers can tell a damaged file from an unreadable one.
-    private val body = try {
-      new DataInputStream(
-        new BufferedInputStream(codecFor(codecName).decompress(content), 64 * 1024))
-    } catch {
-      case NonFatal(e) =>
-        failed(e, " in its compressed header", s"cannot decode codec '$codecName' ($e)")
-    }
+    private val body =
+      try {
+        new DataInputStream(
+          new BufferedInputStream(codecFor(codecName).decompress(content), 64 * 1024))
+      } catch {
+        case NonFatal(e) =>
+          failed(e, " in its compressed header", s"cannot decode codec '$codecName' ($e)")
+      }
 
     private val crc = new CRC32C
     private val intBytes = new Array[Byte](4)
@@ -223,7 +229,8 @@ object StateFile {
      * The next record (a null value is a removal), or null once the trailer and footer have
      * been verified: pull-based reading for merges of several files.
      */
-    def next(): (Array[Byte], Array[Byte]) = if (finished) null else decoding {
+    def next(): (Array[Byte], Array[Byte]) = if (finished) null
+    else decoding {
       val keyLen = readInt()
       if (keyLen >= 0) {
         crc.update(intBytes, 0, 4)
@@ -245,8 +252,8 @@ object StateFile {
     // (a quarter of a snapshot merge's CPU); the bytes stay in `intBytes` for the checksum.
     private def readInt(): Int = {
       body.readFully(intBytes)
-      ((intBytes(0) & 0xff) << 24) | ((intBytes(1) & 0xff) << 16) | ((intBytes(2) & 0xff) << 8) |
-        (intBytes(3) & 0xff)
+      ((intBytes(0) & 0xFF) << 24) | ((intBytes(1) & 0xFF) << 16) | ((intBytes(2) & 0xFF) << 8) |
+      (intBytes(3) & 0xFF)
     }
 
     private def verifyEnd(): Unit = {
@@ -263,9 +270,11 @@ object StateFile {
     }
 
     // Some codecs report damaged input with unchecked exceptions.
-    private def decoding[T](read: => T): T = try read catch {
-      case NonFatal(e) => failed(e, "", s"cannot decode ($e)")
-    }
+    private def decoding[T](read: => T): T =
+      try read
+      catch {
+        case NonFatal(e) => failed(e, "", s"cannot decode ($e)")
+      }
 
     /**
      * Classifies a failure while reading: the file system's own error is rethrown as is (the
@@ -299,39 +308,40 @@ object StateFile {
     }
 
     /** Checks the header; returns the codec's name. */
-    private def readHeader(): String = try {
-      val magic = header.readInt()
-      if (magic != Magic) {
-        ForeignFiles.ofMagic(magic).foreach { provider =>
-          throw new ForeignFiles.ForeignFilesException(
-            Seq(new Path(fileName) -> provider))
+    private def readHeader(): String =
+      try {
+        val magic = header.readInt()
+        if (magic != Magic) {
+          ForeignFiles.ofMagic(magic).foreach { provider =>
+            throw new ForeignFiles.ForeignFilesException(
+              Seq(new Path(fileName) -> provider))
+          }
+          corrupt(f"not a spillstore file (magic 0x$magic%08x)")
         }
-        corrupt(f"not a spillstore file (magic 0x$magic%08x)")
-      }
-      val format = header.readInt()
-      if (format < 1 || format > NewestPlausibleFormat) {
-        corrupt(s"format version $format is not one spillstore ever wrote")
-      }
-      if (!ReadableFormats.contains(format)) {
-        val origin = if (format > FormatVersion) "a newer spillstore wrote it. Run the query " +
+        val format = header.readInt()
+        if (format < 1 || format > NewestPlausibleFormat) {
+          corrupt(s"format version $format is not one spillstore ever wrote")
+        }
+        if (!ReadableFormats.contains(format)) {
+          val origin = if (format > FormatVersion) "a newer spillstore wrote it. Run the query " +
           s"with a spillstore that reads format $format (the one that wrote it, or later)"
-        else "an older spillstore wrote it"
-        throw new UnreadableFormatException(s"$fileName is written in spillstore file format " +
-          s"$format, which this spillstore$thisVersion does not read (the formats it reads: " +
-          s"${ReadableFormats.mkString(", ")}): $origin; the file was left as it is")
+          else "an older spillstore wrote it"
+          throw new UnreadableFormatException(s"$fileName is written in spillstore file format " +
+            s"$format, which this spillstore$thisVersion does not read (the formats it reads: " +
+            s"${ReadableFormats.mkString(", ")}): $origin; the file was left as it is")
+        }
+        val kindId = header.readByte()
+        val kind = kinds.find(_.id == kindId).getOrElse(corrupt(s"unknown file kind $kindId"))
+        if (kind != expectedKind) corrupt(s"is a ${kind.suffix}, expected a ${expectedKind.suffix}")
+        val version = header.readLong()
+        if (version != expectedVersion) {
+          corrupt(s"holds version $version, expected $expectedVersion")
+        }
+        header.readUTF()
+      } catch {
+        // A damaged codec name: UTFDataFormatException.
+        case e: IOException => failed(e, " in its header", s"cannot read its header ($e)")
       }
-      val kindId = header.readByte()
-      val kind = kinds.find(_.id == kindId).getOrElse(corrupt(s"unknown file kind $kindId"))
-      if (kind != expectedKind) corrupt(s"is a ${kind.suffix}, expected a ${expectedKind.suffix}")
-      val version = header.readLong()
-      if (version != expectedVersion) {
-        corrupt(s"holds version $version, expected $expectedVersion")
-      }
-      header.readUTF()
-    } catch {
-      // A damaged codec name: UTFDataFormatException.
-      case e: IOException => failed(e, " in its header", s"cannot read its header ($e)")
-    }
 
     private def corrupt(what: String, cause: Throwable = null): Nothing =
       throw new CorruptFileException(s"Corrupt spillstore state file $fileName: $what", cause)
@@ -348,9 +358,11 @@ object StateFile {
    */
   private final class SourceStream(in: InputStream) extends FilterInputStream(in) {
     var failure: Throwable = _
-    private def io[T](op: => T): T = try op catch {
-      case NonFatal(e) => if (failure == null) failure = e; throw e
-    }
+    private def io[T](op: => T): T =
+      try op
+      catch {
+        case NonFatal(e) => if (failure == null) failure = e; throw e
+      }
     override def read(): Int = io(in.read())
     override def read(b: Array[Byte], off: Int, len: Int): Int = io(in.read(b, off, len))
     override def skip(n: Long): Long = io(in.skip(n))
@@ -371,11 +383,13 @@ object StateFile {
 
   /** Reads at most `limit` bytes of `in`; never closes it. */
   private final class LimitedStream(in: InputStream, private var limit: Long)
-    extends FilterInputStream(in) {
-    override def read(): Int = if (limit <= 0) -1 else {
+      extends FilterInputStream(in) {
+    override def read(): Int = if (limit <= 0) -1
+    else {
       val b = in.read(); if (b >= 0) limit -= 1; b
     }
-    override def read(b: Array[Byte], off: Int, len: Int): Int = if (limit <= 0) -1 else {
+    override def read(b: Array[Byte], off: Int, len: Int): Int = if (limit <= 0) -1
+    else {
       val n = in.read(b, off, math.min(len.toLong, limit).toInt)
       if (n > 0) limit -= n
       n

@@ -102,7 +102,9 @@ final class ColdKeyFilter(firstCapacity: Int = ColdKeyFilter.FirstCapacity,
         return true
       }
     }
-    val room = layers.filterNot(_.overfilled).sortBy(-_.blockCount).find { l => l.overfill(); !l.isFull }
+    val room = layers.filterNot(_.overfilled).sortBy(-_.blockCount).find { l =>
+      l.overfill(); !l.isFull
+    }
     room.foreach(l => layers = l :: layers.filterNot(_ eq l))
     room.isDefined
   }
@@ -119,7 +121,7 @@ final class ColdKeyFilter(firstCapacity: Int = ColdKeyFilter.FirstCapacity,
 object ColdKeyFilter {
   val FirstCapacity: Int = 1 << 13
   val MaxBytes: Long = 32L << 20
-  private val SecondSeed = 0x5bd1e995
+  private val SecondSeed = 0x5BD1E995
   private val BitsPerKey = 12
   private val BitsPerKeyInBlock = 8
   /** How full an overfilled layer gets: about 10 % false positives with 8 bits set a key. */
@@ -128,9 +130,9 @@ object ColdKeyFilter {
   /** A 64-bit hash from the heap's hash and a second, independent one of the key bytes. */
   private def hash64(base: AnyRef, offset: Long, length: Int, hash: Int): Long = {
     val h2 = Murmur3_x86_32.hashUnsafeBytes(base, offset, length, SecondSeed)
-    var x = (hash.toLong << 32) | (h2 & 0xffffffffL)
-    x = (x ^ (x >>> 33)) * 0xff51afd7ed558ccdL
-    x = (x ^ (x >>> 33)) * 0xc4ceb9fe1a85ec53L
+    var x = (hash.toLong << 32) | (h2 & 0xFFFFFFFFL)
+    x = (x ^ (x >>> 33)) * 0xFF51AFD7ED558CCDL
+    x = (x ^ (x >>> 33)) * 0xC4CEB9FE1A85EC53L
     x ^ (x >>> 33)
   }
 
@@ -165,14 +167,14 @@ object ColdKeyFilter {
     /** Whether all of `h`'s bits are set; with `set`, sets them first. */
     private def probe(h: Long, set: Boolean): Boolean = {
       val at = block(h)
-      var b = h * 0x9e3779b97f4a7c15L
+      var b = h * 0x9E3779B97F4A7C15L
       var i = 0
       while (i < BitsPerKeyInBlock) {
         val bit = (b >>> 55).toInt // 0..511
         val word = at + (bit >>> 6)
         val mask = 1L << (bit & 63)
         if (set) words(word) |= mask else if ((words(word) & mask) == 0) return false
-        b *= 0x9e3779b97f4a7c15L
+        b *= 0x9E3779B97F4A7C15L
         i += 1
       }
       true

@@ -21,7 +21,7 @@ import org.apache.spark.internal.Logging
  * `memory` is the JVM's shared cache and write-buffer budget; tests may give tiers their own.
  */
 class ColdTier private[spillstore] (val dir: File, memory: ColdMemory.Shared = ColdMemory.shared)
-  extends AutoCloseable with Logging {
+    extends AutoCloseable with Logging {
   import ColdTier._
 
   private val rocks = Rocks.open(dir, memory)
@@ -73,10 +73,12 @@ class ColdTier private[spillstore] (val dir: File, memory: ColdMemory.Shared = C
 
   /** A RocksDB integer property of this tier, 0 if it cannot be read. */
   private[spillstore] def property(name: String): Long =
-    try db.getLongProperty(name) catch { case NonFatal(_) => 0L }
+    try db.getLongProperty(name)
+    catch { case NonFatal(_) => 0L }
 
   override def close(): Unit = {
-    try rocks.close() finally {
+    try rocks.close()
+    finally {
       FileUtils.deleteQuietly(dir)
     }
   }
@@ -143,7 +145,9 @@ object ColdTier extends Logging {
         new Rocks(db, options, readOptions, writeOptions, Seq(filter))
       } catch {
         case e: Throwable =>
-          made.foreach(r => try r.close() catch { case NonFatal(c) => e.addSuppressed(c) })
+          made.foreach(r =>
+            try r.close()
+            catch { case NonFatal(c) => e.addSuppressed(c) })
           throw e
       }
     }
@@ -154,11 +158,12 @@ object ColdTier extends Logging {
    * format, compression, filter). Closing it deletes the file if it was not ingested.
    */
   final class SortedFile private[ColdTier] (private[ColdTier] val path: File, options: Options)
-    extends AutoCloseable {
+      extends AutoCloseable {
     private val envOptions = new EnvOptions()
     private val writer = new SstFileWriter(envOptions, options)
     private var empty = true
-    try writer.open(path.getPath) catch {
+    try writer.open(path.getPath)
+    catch {
       case e: Throwable => writer.close(); envOptions.close(); throw e
     }
 
@@ -170,13 +175,15 @@ object ColdTier extends Logging {
     def finish(): Unit = writer.finish()
 
     override def close(): Unit = {
-      try { writer.close(); envOptions.close() } finally FileUtils.deleteQuietly(path)
+      try { writer.close(); envOptions.close() }
+      finally FileUtils.deleteQuietly(path)
     }
   }
 
   /** A scan of a cold tier; see [[ColdTier.scan]]. Closing it twice is harmless. */
   final class Scan private[ColdTier] (it: RocksIterator, from: Array[Byte],
-      keep: Array[Byte] => Boolean) extends Iterator[(Array[Byte], Array[Byte])] with AutoCloseable {
+      keep: Array[Byte] => Boolean)
+      extends Iterator[(Array[Byte], Array[Byte])] with AutoCloseable {
     private var open = true
     if (from == null) it.seekToFirst() else it.seek(from)
 
@@ -211,13 +218,14 @@ object ColdTier extends Logging {
     RocksDBLibrary.load()
     val dir = LocalDirs.createOwnerOnly(LocalDirs.jvmDirUnder(parent),
       s"spillstore-$storeName-${UUID.randomUUID()}")
-    try new ColdTier(dir) catch {
+    try new ColdTier(dir)
+    catch {
       case e: Throwable =>
         FileUtils.deleteQuietly(dir)
         e match {
           case r: RocksDBException => throw new IllegalStateException(
-            s"spillstore cannot open its cold tier (RocksDB) in $dir: ${r.getMessage}; " +
-              LocalDirs.ConfHint, r)
+              s"spillstore cannot open its cold tier (RocksDB) in $dir: ${r.getMessage}; " +
+                LocalDirs.ConfHint, r)
           case _ => throw e
         }
     }

@@ -2,7 +2,10 @@ package spillstore.cold
 
 import java.io.{File, IOException}
 import java.nio.channels.{FileChannel, FileLock, OverlappingFileLockException}
-import java.nio.file.{FileSystems, FileVisitResult, Files, NoSuchFileException, Path, SimpleFileVisitor, StandardOpenOption}
+import java.nio.file.{
+  FileSystems, FileVisitResult, Files, NoSuchFileException, Path, SimpleFileVisitor,
+  StandardOpenOption
+}
 import java.nio.file.attribute.{BasicFileAttributes, FileAttribute, PosixFilePermissions}
 import java.util.UUID
 
@@ -66,8 +69,10 @@ object LocalDirs extends Logging {
   private final class Owned(val dir: File, channel: FileChannel, lock: FileLock) {
     def release(): Unit = {
       FileUtils.deleteQuietly(dir) // while still locked: no sweep can race the delete
-      try lock.release() catch { case NonFatal(_) => }
-      try channel.close() catch { case NonFatal(_) => }
+      try lock.release()
+      catch { case NonFatal(_) => }
+      try channel.close()
+      catch { case NonFatal(_) => }
     }
   }
 
@@ -75,10 +80,11 @@ object LocalDirs extends Logging {
   private val owned = mutable.Map.empty[File, Owned]
 
   private lazy val shutdownHook: Unit = Runtime.getRuntime.addShutdownHook(
-    new Thread(() => owned.synchronized {
-      owned.values.foreach(_.release())
-      owned.clear()
-    }, "spillstore-local-dirs-cleanup"))
+    new Thread(() =>
+        owned.synchronized {
+          owned.values.foreach(_.release())
+          owned.clear()
+        }, "spillstore-local-dirs-cleanup"))
 
   /**
    * This JVM's directory under `parent`, created (with `parent`) and locked on first use; that
@@ -116,16 +122,19 @@ object LocalDirs extends Logging {
       override def visitFileFailed(file: Path, e: IOException): FileVisitResult =
         FileVisitResult.CONTINUE
     }
-    dirs.foreach(d => try Files.walkFileTree(d, sum) catch { case _: IOException => })
+    dirs.foreach(d =>
+      try Files.walkFileTree(d, sum)
+      catch { case _: IOException => })
     total
   }
 
   /** Creates the directory `name` under `parent` (this JVM's dir), owner-only. */
   def createOwnerOnly(parent: File, name: String): File = {
     val dir = new File(parent, name)
-    try Files.createDirectory(dir.toPath, OwnerOnly: _*) catch {
+    try Files.createDirectory(dir.toPath, OwnerOnly: _*)
+    catch {
       case e: IOException => throw new IllegalStateException(
-        s"spillstore cannot create its local directory $dir ($e); $ConfHint", e)
+          s"spillstore cannot create its local directory $dir ($e); $ConfHint", e)
     }
     dir
   }
@@ -136,9 +145,10 @@ object LocalDirs extends Logging {
    * directory.
    */
   private def ensureDirectory(dir: File): File = {
-    try Files.createDirectories(dir.toPath, OwnerOnly: _*) catch {
+    try Files.createDirectories(dir.toPath, OwnerOnly: _*)
+    catch {
       case e: IOException => throw new IllegalStateException(s"spillstore cannot create its " +
-        s"local directory $dir ($e); $ConfHint", e)
+            s"local directory $dir ($e); $ConfHint", e)
     }
     dir
   }
@@ -153,22 +163,25 @@ object LocalDirs extends Logging {
     val attempts = 5
     Iterator.continually(tryClaim(parent)).take(attempts).collectFirst { case Some(o) => o }
       .getOrElse(throw new IllegalStateException(s"spillstore could not lock a per-JVM " +
-        s"directory under $parent in $attempts attempts: other JVMs kept deleting it; $ConfHint"))
+          s"directory under $parent in $attempts attempts: other JVMs kept deleting it; $ConfHint"))
   }
 
   private def tryClaim(parent: File): Option[Owned] = {
     val dir = new File(parent,
       s"$Prefix${ProcessHandle.current().pid()}-${UUID.randomUUID().toString.take(8)}")
     val lockFile = new File(dir, LockFileName).toPath
-    val channel = try {
-      Files.createDirectory(dir.toPath, OwnerOnly: _*)
-      FileChannel.open(lockFile, StandardOpenOption.CREATE_NEW, StandardOpenOption.WRITE)
-    } catch {
-      case _: NoSuchFileException => return None // swept between the two calls
-      case e: IOException => throw new IllegalStateException(
-        s"spillstore cannot create its per-JVM directory $dir ($e); $ConfHint", e)
-    }
-    val lock = try channel.tryLock() catch { case NonFatal(e) => channel.close(); throw e }
+    val channel =
+      try {
+        Files.createDirectory(dir.toPath, OwnerOnly: _*)
+        FileChannel.open(lockFile, StandardOpenOption.CREATE_NEW, StandardOpenOption.WRITE)
+      } catch {
+        case _: NoSuchFileException => return None // swept between the two calls
+        case e: IOException => throw new IllegalStateException(
+            s"spillstore cannot create its per-JVM directory $dir ($e); $ConfHint", e)
+      }
+    val lock =
+      try channel.tryLock()
+      catch { case NonFatal(e) => channel.close(); throw e }
     if (lock != null && Files.exists(lockFile)) Some(new Owned(dir, channel, lock))
     else { channel.close(); None } // a sweep won: it deletes the dir
   }
@@ -207,16 +220,21 @@ object LocalDirs extends Logging {
 
   /** Bytes deleted, if `dir`'s lock was free; None if its JVM may be alive (or it has no lock). */
   private def deleteIfDead(dir: File): Option[Long] = {
-    val channel = try FileChannel.open(new File(dir, LockFileName).toPath, StandardOpenOption.WRITE)
-    catch { case _: IOException => return None } // no lock file: not provably dead
+    val channel =
+      try FileChannel.open(new File(dir, LockFileName).toPath, StandardOpenOption.WRITE)
+      catch { case _: IOException => return None } // no lock file: not provably dead
     try {
       // Never one of ours: closing a second channel on a file this JVM has locked can drop
       // that lock (POSIX), hence the skip by name in sweep. Overlapping would mean this JVM
       // holds it after all: alive.
-      val lock = try channel.tryLock() catch { case _: OverlappingFileLockException => null }
+      val lock =
+        try channel.tryLock()
+        catch { case _: OverlappingFileLockException => null }
       if (lock == null) None
       else {
-        val bytes = try FileUtils.sizeOfDirectory(dir) catch { case NonFatal(_) => 0L }
+        val bytes =
+          try FileUtils.sizeOfDirectory(dir)
+          catch { case NonFatal(_) => 0L }
         FileUtils.deleteQuietly(dir)
         Some(bytes)
       }

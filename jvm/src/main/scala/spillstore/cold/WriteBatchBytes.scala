@@ -54,7 +54,7 @@ final class WriteBatchBytes(capacityBytes: Int) {
 
   private def writeSlice(from: Array[Byte], offset: Int, length: Int): Unit = {
     var v = length
-    while ((v & ~0x7f) != 0) { bytes(at) = ((v & 0x7f) | 0x80).toByte; at += 1; v >>>= 7 }
+    while ((v & ~0x7F) != 0) { bytes(at) = ((v & 0x7F) | 0x80).toByte; at += 1; v >>>= 7 }
     bytes(at) = v.toByte
     at += 1
     System.arraycopy(from, offset, bytes, at, length)

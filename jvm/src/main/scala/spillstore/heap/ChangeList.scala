@@ -46,7 +46,8 @@ final class ChangeList(tier: HeapTier) {
   private[heap] def setSlot(i: Int, s: Int): Unit = slots(i >>> ChunkShift)(i & ChunkMask) = s
   /** The page address of the committed key and value the batch replaced, or -1. */
   def undoAddr(i: Int): Long = undoAddrs(i >>> ChunkShift)(i & ChunkMask)
-  private[heap] def setUndoAddr(i: Int, a: Long): Unit = undoAddrs(i >>> ChunkShift)(i & ChunkMask) = a
+  private[heap] def setUndoAddr(i: Int, a: Long): Unit =
+    undoAddrs(i >>> ChunkShift)(i & ChunkMask) = a
   def undoValueLength(i: Int): Int = undoValueLengths(i >>> ChunkShift)(i & ChunkMask)
   /** Key bytes [offset, offset + 8) of `slot(i)`'s key as an unsigned big-endian long. */
   def prefix(i: Int): Long = prefixes(i >>> ChunkShift)(i & ChunkMask)
@@ -70,8 +71,9 @@ final class ChangeList(tier: HeapTier) {
     val page = tier.page(slot)
     val from = tier.keyOffset(slot)
     val keyLength = tier.keyLength(slot)
-    if (count == 0) { firstKey = JArrays.copyOfRange(page, from, from + keyLength); shared = keyLength }
-    else shared = sharedLength(firstKey, 0, shared, page, from, keyLength)
+    if (count == 0) {
+      firstKey = JArrays.copyOfRange(page, from, from + keyLength); shared = keyLength
+    } else shared = sharedLength(firstKey, 0, shared, page, from, keyLength)
     prefixes(c)(i) = prefixAt(page, from, keyLength, offset)
     count += 1
     count - 1
@@ -153,7 +155,7 @@ object ChangeList {
     var j = 0
     while (j < 8) {
       val k = at + j
-      p = (p << 8) | (if (k < length) key(from + k) & 0xffL else 0L)
+      p = (p << 8) | (if (k < length) key(from + k) & 0xFFL else 0L)
       j += 1
     }
     p

@@ -33,7 +33,8 @@ final class Clock(records: EntryRecords, firstSlots: Int) {
   /** The entry at slot `from` moved to slot `to`. */
   def moved(from: Int, to: Int): Unit = pins(to) = pins(from)
   /** Makes room for a pin at `slot`, the slot after the last one in use. */
-  def add(slot: Int): Unit = if (slot == pins.length) pins = java.util.Arrays.copyOf(pins, pins.length * 2)
+  def add(slot: Int): Unit =
+    if (slot == pins.length) pins = java.util.Arrays.copyOf(pins, pins.length * 2)
 
   /**
    * The next victim among slots [0, `slots`): the first entry at or after the hand that was

@@ -116,7 +116,7 @@ object EntryRecords {
   private final val ChunkShift = 10
   private final val ChunkMask = (1 << ChunkShift) - 1
   private final val ChunkLongs = (1 << ChunkShift) * 4
-  private final val LowBits = 0xffffffffL
+  private final val LowBits = 0xFFFFFFFFL
   private final val HighBits = ~LowBits
 
   /** Keys are stored in 24 bits of the record: 16 MB, far above any UnsafeRow key seen. */

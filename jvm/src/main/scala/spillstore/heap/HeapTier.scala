@@ -147,8 +147,9 @@ final class HeapTier(listener: HeapTier.Listener = HeapTier.NoListener) {
     while (s >= 0) {
       if (records.hashAndLengthAre(s, hash, length)) {
         val a = records.addr(s)
-        if (ByteArrayMethods.arrayEquals(pages.page(a), Platform.BYTE_ARRAY_OFFSET + Pages.offset(a),
-          base, offset, length)) return s
+        if (ByteArrayMethods.arrayEquals(pages.page(a),
+            Platform.BYTE_ARRAY_OFFSET + Pages.offset(a),
+            base, offset, length)) return s
       }
       s = records.next(s)
     }
@@ -192,7 +193,8 @@ final class HeapTier(listener: HeapTier.Listener = HeapTier.NoListener) {
     while (k < changes.size) {
       val s = changes.slot(k)
       val undo = changes.undoAddr(k)
-      if (undo >= 0 && undo != records.addr(s)) pages.free(undo, keyLength(s) + changes.undoValueLength(k))
+      if (undo >= 0 && undo != records.addr(s))
+        pages.free(undo, keyLength(s) + changes.undoValueLength(k))
       // Cleared first: an entry moved by the unlink below must not be looked up in the list.
       records.clear(s, Changed | Existed)
       if (!isLive(s)) unlink(s) else clock.unpin(s)
@@ -387,14 +389,16 @@ final class HeapTier(listener: HeapTier.Listener = HeapTier.NoListener) {
   private def recordChange(slot: Int): Unit = if (!changed(slot)) {
     val live = isLive(slot)
     records.set(slot, if (live) Changed | Existed else Changed)
-    records.setChangeAt(slot, changes.add(slot, if (live) records.addr(slot) else -1L, valueLength(slot)))
+    records.setChangeAt(slot,
+      changes.add(slot, if (live) records.addr(slot) else -1L, valueLength(slot)))
     clock.pin(slot)
     // Conservative: after an abort the cold copy is rewritten once more than needed.
     if (cold(slot) == ColdClean) setCold(slot, ColdStale)
   }
 
   // Written only when clear, so hot entries' cache lines are not dirtied on every read.
-  private def touch(slot: Int): Unit = if (!records.has(slot, Referenced)) records.set(slot, Referenced)
+  private def touch(slot: Int): Unit =
+    if (!records.has(slot, Referenced)) records.set(slot, Referenced)
 
   // ---------------------------------------------------------------- giving memory back
 

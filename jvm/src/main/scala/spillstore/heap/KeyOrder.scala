@@ -68,7 +68,8 @@ object KeyOrder {
    * after those all keys share, as the commit's sort does; for at most a few tens of thousands
    * of keys (one eviction's RocksDB write).
    */
-  def order(keys: Array[Array[Byte]], offsets: Array[Int], lengths: Array[Int], n: Int): Array[Int] = {
+  def order(keys: Array[Array[Byte]], offsets: Array[Int], lengths: Array[Int], n: Int)
+      : Array[Int] = {
     if (n < MinRadixKeys) {
       // A radix pass costs a 257-slot histogram whatever n is: a write of a few keys (the tail
       // of a chunked eviction, a small relief) would pay more for the histograms than the sort.
@@ -91,15 +92,17 @@ object KeyOrder {
       i += 1
     }
     radixSort(prefixes, s.positions, n, s)
-    forEachTie(prefixes, n)((start, end) => sortTies(keys, offsets, lengths, s.positions, start, end))
+    forEachTie(prefixes, n)((start, end) =>
+      sortTies(keys, offsets, lengths, s.positions, start, end))
     s.positions
   }
 
   /** Sorts `positions`[start, end) by the whole keys they point to. */
   private def sortTies(keys: Array[Array[Byte]], offsets: Array[Int], lengths: Array[Int],
       positions: Array[Int], start: Int, end: Int): Unit =
-    sortRange(positions, start, end)((a, b) => JArrays.compareUnsigned(
-      keys(a), offsets(a), offsets(a) + lengths(a), keys(b), offsets(b), offsets(b) + lengths(b)))
+    sortRange(positions, start, end)((a, b) =>
+      JArrays.compareUnsigned(
+        keys(a), offsets(a), offsets(a) + lengths(a), keys(b), offsets(b), offsets(b) + lengths(b)))
 
   /** Sorts `a`[start, end) by `compare` (ties are few and short: boxing them is cheap). */
   private def sortRange(a: Array[Int], start: Int, end: Int)(compare: (Int, Int) => Int): Unit = {
@@ -124,13 +127,13 @@ object KeyOrder {
     while (shift < 64) {
       JArrays.fill(counts, 0)
       var i = 0
-      while (i < n) { counts(((from(i) >>> shift) & 0xff).toInt + 1) += 1; i += 1 }
+      while (i < n) { counts(((from(i) >>> shift) & 0xFF).toInt + 1) += 1; i += 1 }
       if (!counts.exists(_ == n)) {
         var b = 0
         while (b < 256) { counts(b + 1) += counts(b); b += 1 }
         i = 0
         while (i < n) {
-          val bucket = ((from(i) >>> shift) & 0xff).toInt
+          val bucket = ((from(i) >>> shift) & 0xFF).toInt
           val at = counts(bucket)
           counts(bucket) = at + 1
           to(at) = from(i)

@@ -12,7 +12,8 @@ final class KeyValue(val base: Array[Byte], val offset: Int, val keyLength: Int,
   /** A copy of the key bytes. */
   def key: Array[Byte] = java.util.Arrays.copyOfRange(base, offset, offset + keyLength)
   /** A copy of the value bytes. */
-  def value: Array[Byte] = java.util.Arrays.copyOfRange(base, valueOffset, valueOffset + valueLength)
+  def value: Array[Byte] =
+    java.util.Arrays.copyOfRange(base, valueOffset, valueOffset + valueLength)
 }
 
 object KeyValue {

@@ -22,7 +22,8 @@ final class PageCompactor(pages: Pages, records: EntryRecords, changes: ChangeLi
   def atPace(slots: Int): Unit = {
     val freed = pages.takeFreed()
     if (pages.garbageBytes * 4 > pages.estimatedBytes) {
-      reclaim(math.min(pages.garbageBytes - pages.estimatedBytes / 8, 2 * freed + Pages.MaxPageBytes),
+      reclaim(math.min(pages.garbageBytes - pages.estimatedBytes / 8,
+          2 * freed + Pages.MaxPageBytes),
         slots)
     }
   }

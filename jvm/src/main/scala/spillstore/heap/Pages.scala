@@ -198,7 +198,7 @@ object Pages {
 
   def offset(addr: Long): Int = addr.toInt
   def pageIndex(addr: Long): Int = (addr >>> 32).toInt
-  private def address(page: Int, offset: Int): Long = (page.toLong << 32) | (offset & 0xffffffffL)
+  private def address(page: Int, offset: Int): Long = (page.toLong << 32) | (offset & 0xFFFFFFFFL)
 
   private def putInt(a: Array[Byte], at: Int, v: Int): Unit = {
     a(at) = (v >>> 24).toByte; a(at + 1) = (v >>> 16).toByte
@@ -206,5 +206,6 @@ object Pages {
   }
 
   private def getInt(a: Array[Byte], at: Int): Int =
-    ((a(at) & 0xff) << 24) | ((a(at + 1) & 0xff) << 16) | ((a(at + 2) & 0xff) << 8) | (a(at + 3) & 0xff)
+    ((a(at) & 0xFF) << 24) | ((a(at + 1) & 0xFF) << 16) | ((a(at + 2) & 0xFF) << 8) | (a(
+      at + 3) & 0xFF)
 }

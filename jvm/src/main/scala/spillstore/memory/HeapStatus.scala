@@ -50,7 +50,8 @@ object JvmHeapStatus extends HeapStatusSource with Logging {
         if (n.getType == GarbageCollectionNotificationInfo.GARBAGE_COLLECTION_NOTIFICATION) {
           // This is the JVM's notification thread: never let an exception reach it.
           try {
-            val info = GarbageCollectionNotificationInfo.from(n.getUserData.asInstanceOf[CompositeData])
+            val info =
+              GarbageCollectionNotificationInfo.from(n.getUserData.asInstanceOf[CompositeData])
             val gc = info.getGcInfo
             readingAfterGc(info.getGcAction, gc.getMemoryUsageBeforeGc.asScala,
               gc.getMemoryUsageAfterGc.asScala, tenured).foreach(onReading)
@@ -69,12 +70,14 @@ object JvmHeapStatus extends HeapStatusSource with Logging {
       private val closed = new AtomicBoolean
       // Throws ListenerNotFoundException if the listener was not attached: that is a bug.
       def close(): Unit =
-        if (closed.compareAndSet(false, true)) emitters.foreach(_.removeNotificationListener(listener))
+        if (closed.compareAndSet(false, true))
+          emitters.foreach(_.removeNotificationListener(listener))
     }
   }
 
   private[memory] def tenuredPools(pools: Seq[MemoryPoolMXBean]): Set[String] =
-    pools.filter(p => p.getType == MemoryType.HEAP && p.isUsageThresholdSupported).map(_.getName).toSet
+    pools.filter(p => p.getType == MemoryType.HEAP && p.isUsageThresholdSupported).map(
+      _.getName).toSet
 
   /**
    * The reading a GC gives, from its per-pool usage before and after: None when it did not

@@ -100,14 +100,19 @@ object MemoryConf {
       opts.get(key).map(_.trim).map(v => parse(v).getOrElse(throw invalid(key, v, expected)))
     // (Scala 2.12, for Spark 3.5, has no toDoubleOption and the like.)
     def number[T](parse: => T): Option[T] =
-      try Some(parse) catch { case _: IllegalArgumentException => None }
-    val high = parsed(HighKey, HighRange)(v => number(v.toDouble)).getOrElse(Defaults.pressureHighThreshold)
+      try Some(parse)
+      catch { case _: IllegalArgumentException => None }
+    val high =
+      parsed(HighKey, HighRange)(v => number(v.toDouble)).getOrElse(Defaults.pressureHighThreshold)
     MemoryConf(
       budgetBytes = parsed(BudgetKey, SizeRange) { v =>
-        try Some(JavaUtils.byteStringAsBytes(v)) catch { case _: NumberFormatException => None }
+        try Some(JavaUtils.byteStringAsBytes(v))
+        catch { case _: NumberFormatException => None }
       },
-      budgetFraction = parsed(FractionKey, FractionRange)(v => number(v.toDouble)).getOrElse(Defaults.budgetFraction),
-      maxEntries = parsed(MaxEntriesKey, CountRange)(v => number(v.toLong)).getOrElse(Defaults.maxEntries),
+      budgetFraction = parsed(FractionKey, FractionRange)(v => number(v.toDouble)).getOrElse(
+        Defaults.budgetFraction),
+      maxEntries = parsed(MaxEntriesKey, CountRange)(v => number(v.toLong)).getOrElse(
+        Defaults.maxEntries),
       pressureMonitor = parsed(MonitorKey, BooleanRange)(v => number(v.toBoolean))
         .getOrElse(Defaults.pressureMonitor),
       pressureHighThreshold = high,
@@ -121,7 +126,8 @@ object MemoryConf {
    * either has it, the lower thresholds (still low < high: the lower low is at most the low of
    * the conf with the lower high).
    */
-  def strictest(a: MemoryConf, b: MemoryConf, maxHeapBytes: Long): MemoryConf = if (a == b) a else {
+  def strictest(a: MemoryConf, b: MemoryConf, maxHeapBytes: Long): MemoryConf = if (a == b) a
+  else {
     val budget = if (a.budgetFor(maxHeapBytes) <= b.budgetFor(maxHeapBytes)) a else b
     val caps = Seq(a.maxEntries, b.maxEntries).filter(_ > 0)
     MemoryConf(

@@ -95,7 +95,7 @@ final class MemoryManager(
     heapStatus: HeapStatusSource = JvmHeapStatus,
     relief: Runnable => Unit = MemoryManager.ReliefThread.execute,
     stats: ExecutorStats = new ExecutorStats)
-  extends Budget with AutoCloseable with Logging {
+    extends Budget with AutoCloseable with Logging {
   import MemoryManager._
 
   private val accounts = new ConcurrentHashMap[Spillable, Account]
@@ -150,18 +150,20 @@ final class MemoryManager(
   private def confsChanged(arriving: MemoryConf, of: Account): Unit = {
     val seen = confsChangedSeen
     if (seen != null) seen(true)
-    val changed = try synchronized {
-      val others = accounts.values.asScala.iterator.filter(_ ne of).flatMap(a => Option(a.conf))
-        .reduceOption(MemoryConf.strictest(_, _, maxHeapBytes))
-      if (arriving != null && others.exists(_ != arriving) && warnedConfs.add(arriving)) {
-        logWarning(s"spillstore's memory settings are executor-wide, and a store asks for " +
-          s"$arriving while the other loaded stores' come to ${others.get}: the strictest " +
-          s"applies. Set ${MemoryConf.Prefix}* once for the application (its Spark conf) to " +
-          "give every query the same values.")
-      }
-      (others ++ Option(arriving)).reduceOption(MemoryConf.strictest(_, _, maxHeapBytes))
-        .exists(install)
-    } finally if (seen != null) seen(false)
+    val changed =
+      try synchronized {
+          val others = accounts.values.asScala.iterator.filter(_ ne of).flatMap(a => Option(a.conf))
+            .reduceOption(MemoryConf.strictest(_, _, maxHeapBytes))
+          if (arriving != null && others.exists(_ != arriving) && warnedConfs.add(arriving)) {
+            logWarning(s"spillstore's memory settings are executor-wide, and a store asks for " +
+              s"$arriving while the other loaded stores' come to ${others.get}: the strictest " +
+              s"applies. Set ${MemoryConf.Prefix}* once for the application (its Spark conf) to " +
+              "give every query the same values.")
+          }
+          (others ++ Option(arriving)).reduceOption(MemoryConf.strictest(_, _, maxHeapBytes))
+            .exists(install)
+        }
+      finally if (seen != null) seen(false)
     if (changed) relieveIfOver()
   }
 
@@ -341,7 +343,8 @@ final class MemoryManager(
       val e = a.spillable.heapEntries
       stable = b == oldBytes && e == oldEntries
       if (b != oldBytes && a.bytes.compareAndSet(oldBytes, b)) bytesTotal.addAndGet(b - oldBytes)
-      if (e != oldEntries && a.entries.compareAndSet(oldEntries, e)) entriesTotal.addAndGet(e - oldEntries)
+      if (e != oldEntries && a.entries.compareAndSet(oldEntries, e))
+        entriesTotal.addAndGet(e - oldEntries)
     }
     // A sync racing with unregister must not leave a closed account's size in the totals.
     if (a.closed) zero(a)
@@ -407,10 +410,12 @@ final class MemoryManager(
     if (needBytes == 0 && needEntries == 0) return Nil
 
     val size: Candidate => Long = if (needBytes > 0) _.evictable else _.entries
-    val maxIdle = math.max(1L, candidates.iterator.map(_.idleNanos).reduceOption(_ max _).getOrElse(1L))
+    val maxIdle =
+      math.max(1L, candidates.iterator.map(_.idleNanos).reduceOption(_ max _).getOrElse(1L))
     val maxSize = math.max(1L, candidates.iterator.map(size).reduceOption(_ max _).getOrElse(1L))
     candidates.foreach(c => c.score = c.idleNanos.toDouble / maxIdle + size(c).toDouble / maxSize)
-    val ranked = candidates.sortWith((x, y) => if (x.score != y.score) x.score > y.score else size(x) > size(y))
+    val ranked = candidates.sortWith((x, y) =>
+      if (x.score != y.score) x.score > y.score else size(x) > size(y))
 
     val claims = new ArrayBuffer[Claim]
     val it = ranked.iterator
@@ -451,7 +456,7 @@ final class MemoryManager(
             if (now - a.lastFailureLogged >= FailureLogEveryNanos || a.lastFailureLogged == 0L) {
               a.lastFailureLogged = now
               logWarning(s"Spilling ${c.shareBytes} bytes from $s failed; the next round " +
-                "retries (further failures of it within a minute are logged at DEBUG)", e)
+                  "retries (further failures of it within a minute are logged at DEBUG)", e)
             } else {
               logDebug(s"Spilling ${c.shareBytes} bytes from $s failed again: $e")
             }

@@ -98,8 +98,9 @@ final class ExecutorStats {
     described("heapBytes", "heap used by all stores' state") -> (() => ofMemory(_.heapBytes)),
     described("heapEntries", "entries on the heap") -> (() => ofMemory(_.heapEntries)),
     described("openStores", "stores loaded in the executor") -> (() => ofMemory(_.openStores)),
-    described("coldBytes", "RocksDB size of all cold tiers (files and memtables, as of each " +
-      "store's last batch)") -> (() => ofMemory(_.coldBytes)),
+    described("coldBytes",
+      "RocksDB size of all cold tiers (files and memtables, as of each " +
+        "store's last batch)") -> (() => ofMemory(_.coldBytes)),
     described("coldDiskBytes", "bytes of the files under the cold tiers' local dirs") ->
       (() => coldDisk()))
 

@@ -1,8 +1,12 @@
 package spillstore.metrics
 
 import org.apache.spark.SparkContext
-import org.apache.spark.sql.execution.metric.{HitRatioMetric, HitRatioPacking, SQLMetric, SQLMetrics}
-import org.apache.spark.sql.execution.streaming.state.{StateStoreCustomMetric, StateStoreCustomSumMetric, StateStoreCustomTimingMetric}
+import org.apache.spark.sql.execution.metric.{
+  HitRatioMetric, HitRatioPacking, SQLMetric, SQLMetrics
+}
+import org.apache.spark.sql.execution.streaming.state.{
+  StateStoreCustomMetric, StateStoreCustomSumMetric, StateStoreCustomTimingMetric
+}
 
 /**
  * The heap tier's hit ratio: in query progress, hits / lookups of the whole operator in per
@@ -10,15 +14,14 @@ import org.apache.spark.sql.execution.streaming.state.{StateStoreCustomMetric, S
  * [[SpillStoreMetrics.hitRatio]]; see `SpillStoreHitRatioMetric` for how it adds up.
  */
 final case class StateStoreCustomHitRatioMetric(name: String, desc: String)
-  extends StateStoreCustomMetric {
+    extends StateStoreCustomMetric {
   override def withNewDesc(desc: String): StateStoreCustomHitRatioMetric = copy(desc = desc)
   override def createSQLMetric(sparkContext: SparkContext): SQLMetric =
     HitRatioMetric.create(sparkContext, desc)
 }
 
 /** A count measured at commit (not added up over batches), shown as a plain number. */
-final case class StateStoreCustomCountGauge(name: String, desc: String)
-  extends SnapshotMetric {
+final case class StateStoreCustomCountGauge(name: String, desc: String) extends SnapshotMetric {
   override def withNewDesc(desc: String): StateStoreCustomCountGauge = copy(desc = desc)
   override def createSQLMetric(sparkContext: SparkContext): SQLMetric =
     SQLMetrics.createMetric(sparkContext, desc)
@@ -75,13 +78,16 @@ object SpillStoreMetrics {
 
   /** Every metric with its meaning in the docs (markdown); [[all]] is read from it. */
   val documented: Seq[Documented] = Seq(
-    Documented(Seq(CacheHitRatio), "hits / lookups of the operator in this batch, in per mille " +
-      "(`873` = 87.3 %); absent when no store of the operator looked a key up"),
-    Documented(Seq(CacheHits, CacheMisses), "lookups answered from the heap (found there, or " +
-      "known absent because the cold tier is empty) / that had to read the cold tier"),
+    Documented(Seq(CacheHitRatio),
+      "hits / lookups of the operator in this batch, in per mille " +
+        "(`873` = 87.3 %); absent when no store of the operator looked a key up"),
+    Documented(Seq(CacheHits, CacheMisses),
+      "lookups answered from the heap (found there, or " +
+        "known absent because the cold tier is empty) / that had to read the cold tier"),
     Documented(Seq(ColdLoads), "entries loaded back from RocksDB into the heap"),
-    Documented(Seq(Evictions, WriteBacks), "entries evicted from the heap / of those, the ones " +
-      "RocksDB did not already hold (written)"),
+    Documented(Seq(Evictions, WriteBacks),
+      "entries evicted from the heap / of those, the ones " +
+        "RocksDB did not already hold (written)"),
     Documented(Seq(ColdEntries, ColdBytes),
       "entries in the cold tier / its RocksDB size (files and memtables)"),
     Documented(Seq(JournalBytes, JournalRecords),
@@ -90,11 +96,13 @@ object SpillStoreMetrics {
       "time writing journals, summed over the stores (part of Spark's `commitTimeMs`)"),
     Documented(Seq(HeapBytes, HeapEntries),
       "estimated heap used by state (= `memoryUsedBytes`), and entries on the heap"),
-    Documented(Seq(SnapshotsRepaired), "corrupt snapshots set aside and rebuilt around, and " +
-      "snapshots written from the live state past a damaged journal (a WARN names the journal)"),
-    Documented(Seq(MaintenanceFailures), "snapshot or cleanup runs of maintenance that failed: " +
-      "each is a WARN naming the cause (a damaged file, a storage error); the store keeps " +
-      "running and the next run retries"),
+    Documented(Seq(SnapshotsRepaired),
+      "corrupt snapshots set aside and rebuilt around, and " +
+        "snapshots written from the live state past a damaged journal (a WARN names the journal)"),
+    Documented(Seq(MaintenanceFailures),
+      "snapshot or cleanup runs of maintenance that failed: " +
+        "each is a WARN naming the cause (a damaged file, a storage error); the store keeps " +
+        "running and the next run retries"),
     Documented(Seq(ForcedSnapshots),
       "snapshots Spark forced on commit because snapshots lagged"))
 

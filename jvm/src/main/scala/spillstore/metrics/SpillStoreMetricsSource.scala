@@ -43,7 +43,8 @@ object SpillStoreMetricsSource {
    * immutable. A report older than `staleAfterMillis` (a lost or stopped executor) no longer
    * counts, so sums of counters may drop then, as after a restart.
    */
-  final class Executors(staleAfterMillis: Long, clock: () => Long = () => System.currentTimeMillis()) {
+  final class Executors(staleAfterMillis: Long,
+      clock: () => Long = () => System.currentTimeMillis()) {
     private val latest = new ConcurrentHashMap[String, (Long, ExecutorReport)]
 
     def receive(report: ExecutorReport): Unit = latest.put(report.executorId, clock() -> report)

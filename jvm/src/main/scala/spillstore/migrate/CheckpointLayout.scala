@@ -61,9 +61,10 @@ final class CheckpointLayout(val root: Path, hadoopConf: Configuration) {
     if (!partitions.contains(0)) refuse(s"$dir: operator $id has no partition directory 0")
     val partition0 = new Path(dir, "0")
     val storeNames = metadata.map(_._2.keys.toSeq.sorted).getOrElse {
-      val subStores = fs.listStatus(partition0).filter(s => s.isDirectory &&
-        !s.getPath.getName.startsWith("_") && !s.getPath.getName.startsWith(".") &&
-        s.getPath.getName != "SSTs" && fs.exists(schemaFile(s.getPath))).map(_.getPath.getName)
+      val subStores = fs.listStatus(partition0).filter(s =>
+        s.isDirectory &&
+          !s.getPath.getName.startsWith("_") && !s.getPath.getName.startsWith(".") &&
+          s.getPath.getName != "SSTs" && fs.exists(schemaFile(s.getPath))).map(_.getPath.getName)
       (if (subStores.isEmpty) Seq(DefaultStore) else Seq.empty[String]) ++ subStores.sorted
     }
     val stores = storeNames.map { name =>
@@ -91,7 +92,8 @@ final class CheckpointLayout(val root: Path, hadoopConf: Configuration) {
     val json = Json.readTree(lines(1))
     val name = Option(json.path("operatorInfo").get("operatorName")).map(_.asText())
     val stores = json.path("stateStoreInfo").elements().asScala.toSeq
-    val prefixes = stores.map(s => s.get("storeName").asText() -> s.path("numColsPrefixKey").asInt(0))
+    val prefixes =
+      stores.map(s => s.get("storeName").asText() -> s.path("numColsPrefixKey").asInt(0))
     Some((name, prefixes.toMap))
   }
 
@@ -111,7 +113,7 @@ final class CheckpointLayout(val root: Path, hadoopConf: Configuration) {
         case "v1" => (in.readUTF(), in.readUTF())
         case "v2" => (chunked(), chunked())
         case other => refuse(s"$file: state schema format $other is not supported " +
-          "(v3 is transformWithState's)")
+            "(v3 is transformWithState's)")
       }
       (DataType.fromJson(k).asInstanceOf[StructType], DataType.fromJson(v).asInstanceOf[StructType])
     } finally in.close()
@@ -135,7 +137,8 @@ object CheckpointLayout {
   final case class Store(
       name: String, keySchema: StructType, valueSchema: StructType, prefixKeyColumns: Int)
 
-  final case class Operator(id: Long, name: Option[String], partitions: Seq[Int], stores: Seq[Store])
+  final case class Operator(id: Long, name: Option[String], partitions: Seq[Int],
+      stores: Seq[Store])
 
   /**
    * Spark 3.5 records no prefix-key columns; only the session window uses prefix scans there,
@@ -145,11 +148,13 @@ object CheckpointLayout {
     if (keySchema.length > 1 && keySchema.last.name == "sessionStartTime") keySchema.length - 1
     else 0
 
-  private[migrate] def refuse(message: String): Nothing = throw new MigrationRefusedException(message)
+  private[migrate] def refuse(message: String): Nothing =
+    throw new MigrationRefusedException(message)
 
   /** An offset-log entry; a file that is not one is refused. */
   private[migrate] def readEntry(fs: FileSystem, file: Path): OffsetLogEntry =
-    try OffsetLogEntry.read(fs, file) catch {
+    try OffsetLogEntry.read(fs, file)
+    catch {
       case e: QueryCheckpoint.InvalidEntryException => refuse(e.getMessage)
     }
 }

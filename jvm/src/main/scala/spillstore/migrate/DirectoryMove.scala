@@ -57,7 +57,8 @@ private[migrate] final class DirectoryMove(fs: FileSystem, val byFile: Boolean) 
   }
 
   private def rename(from: Path, to: Path): Unit =
-    if (!fs.rename(from, to)) throw new java.io.IOException(s"Migration: could not rename $from to $to")
+    if (!fs.rename(from, to))
+      throw new java.io.IOException(s"Migration: could not rename $from to $to")
 }
 
 private[migrate] object DirectoryMove {

@@ -50,7 +50,8 @@ import spillstore.conf.SparkConfs
  * of a move: `state-moved-<n>`, `staged-moved-<n>`, `finishing-<n>`.
  */
 final class Migration(spark: SparkSession, checkpoint: String, target: ProviderKind,
-    expectedBatch: Option[Long], idleMs: Long, progress: String => Unit) extends Logging {
+    expectedBatch: Option[Long], idleMs: Long, progress: String => Unit)
+    extends Logging {
   import Migration._
 
   private val hadoopConf: Configuration = {
@@ -111,7 +112,7 @@ final class Migration(spark: SparkSession, checkpoint: String, target: ProviderK
       progress(s"Resuming the switch of $root to ${target.name} (batch ${plan.batch})")
       Some(plan)
     } else if (plan.lastOffset != layout.offsets.lastOption ||
-        plan.lastCommit != layout.commits.lastOption) {
+      plan.lastCommit != layout.commits.lastOption) {
       progress(s"The query ran since the unfinished migration in $workspace was planned: " +
         "starting over")
       fs.delete(workspace, true)
@@ -125,25 +126,27 @@ final class Migration(spark: SparkSession, checkpoint: String, target: ProviderK
   private def newPlan(layout: CheckpointLayout): Plan = {
     target.targetRefusal.foreach(refuse)
     val lastCommit = layout.commits.lastOption.getOrElse(refuse(
-      s"$root has no committed batch: there is no state to migrate (start the query with " +
-        "the provider you want instead)"))
+        s"$root has no committed batch: there is no state to migrate (start the query with " +
+          "the provider you want instead)"))
     val sourceClass = layout.recordedProvider.getOrElse(refuse(
-      s"${layout.offsetFile(layout.offsets.last)} records no state store provider"))
+        s"${layout.offsetFile(layout.offsets.last)} records no state store provider"))
     val source = ProviderKind.byClass(sourceClass).getOrElse(refuse(
-      s"${layout.offsetFile(layout.offsets.last)} records the provider $sourceClass, which " +
-        s"migrate cannot read: it reads ${ProviderKind.all.map(_.className).mkString(", ")}"))
+        s"${layout.offsetFile(layout.offsets.last)} records the provider $sourceClass, which " +
+          s"migrate cannot read: it reads ${ProviderKind.all.map(_.className).mkString(", ")}"))
     expectedBatch.filter(_ != lastCommit).foreach { b =>
       refuse(s"--batch $b: the last committed batch of $root is $lastCommit, and a restarted " +
         s"query continues from it, so only its state can be migrated")
     }
     layout.recordedConf.get(SparkConfs.CheckpointFormatVersion).filter(_ != "1").foreach { v =>
-      refuse(s"${layout.offsetFile(layout.offsets.last)} records ${SparkConfs.CheckpointFormatVersion}=$v: " +
-        "checkpoint format v2 is not supported by spillstore")
+      refuse(
+        s"${layout.offsetFile(layout.offsets.last)} records ${SparkConfs.CheckpointFormatVersion}=$v: " +
+          "checkpoint format v2 is not supported by spillstore")
     }
     checkIdle(layout)
-    spark.streams.active.find(q => new Path(QueryCheckpoint.checkpointRoot(q)) == root).foreach { q =>
-      refuse(s"query '${Option(q.name).getOrElse(q.id)}' is running on $root in this session: " +
-        "stop it first")
+    spark.streams.active.find(q => new Path(QueryCheckpoint.checkpointRoot(q)) == root).foreach {
+      q =>
+        refuse(s"query '${Option(q.name).getOrElse(q.id)}' is running on $root in this session: " +
+          "stop it first")
     }
     if (source != target) {
       layout.operators // reads every operator's metadata: refusals come before any write
@@ -171,9 +174,12 @@ final class Migration(spark: SparkSession, checkpoint: String, target: ProviderK
   private def stage(layout: CheckpointLayout, plan: Plan): Seq[StoreResult] = {
     // The confs the query recorded (codec, format versions) apply, as when Spark restarts it.
     val sqlConf = spark.sessionState.conf.clone()
-    layout.recordedConf.foreach { case (k, v) => if (k != SparkConfs.ProviderClass) sqlConf.setConfString(k, v) }
+    layout.recordedConf.foreach { case (k, v) =>
+      if (k != SparkConfs.ProviderClass) sqlConf.setConfString(k, v)
+    }
     // Reads a RocksDB checkpoint whether or not it was written with changelog checkpointing.
-    if (plan.source == ProviderKind.RocksDb) sqlConf.setConfString(SparkConfs.RocksDbChangelogCheckpointing, "true")
+    if (plan.source == ProviderKind.RocksDb)
+      sqlConf.setConfString(SparkConfs.RocksDbChangelogCheckpointing, "true")
     val conf = new StateStoreConf(sqlConf)
     val copier = new StoreCopy(plan.source, target, conf, hadoopConf)
     // Spark 4.1+'s providers report loads to the state store coordinator, which a session
@@ -192,16 +198,18 @@ final class Migration(spark: SparkSession, checkpoint: String, target: ProviderK
     } yield {
       n += 1
       val marker = new Path(doneDir, s"${op.id}-$part-${store.name}")
-      val result = if (fs.exists(marker)) StoreResult.read(fs, marker) else {
+      val result = if (fs.exists(marker)) StoreResult.read(fs, marker)
+      else {
         val from = StateStoreId(layout.stateRoot.toString, op.id, part, store.name)
         val to = StateStoreId(stagedState.toString, op.id, part, store.name)
         clearFiles(to.storeCheckpointLocation()) // what a killed earlier run left
-        val d = copier.copy(from, to, store, version, { r =>
-          if ((rows + r) / RowsPerProgressLine > rows / RowsPerProgressLine) {
-            progress(f"  ... ${rows + r}%,d rows copied")
-          }
-          rows += r
-        })
+        val d = copier.copy(from, to, store, version,
+          { r =>
+            if ((rows + r) / RowsPerProgressLine > rows / RowsPerProgressLine) {
+              progress(f"  ... ${rows + r}%,d rows copied")
+            }
+            rows += r
+          })
         val r = StoreResult(op.id, op.name.getOrElse(""), part, store.name, d)
         writeAtomically(marker, r.json)
         haltPoint(s"store-$n")
@@ -217,7 +225,7 @@ final class Migration(spark: SparkSession, checkpoint: String, target: ProviderK
     if (now.offsets.lastOption != plan.lastOffset || now.commits.lastOption != plan.lastCommit) {
       fs.delete(workspace, true)
       refuse(s"$root changed while migrating (a query ran: offsets ${now.offsets.lastOption
-        .getOrElse("-")}, commits ${now.commits.lastOption.getOrElse("-")}); nothing was " +
+          .getOrElse("-")}, commits ${now.commits.lastOption.getOrElse("-")}); nothing was " +
         "changed. Stop the query and run migrate again")
     }
     results
@@ -240,7 +248,8 @@ final class Migration(spark: SparkSession, checkpoint: String, target: ProviderK
   }
 
   private def clearFiles(dir: Path): Unit =
-    if (fs.exists(dir)) fs.listStatus(dir).filter(_.isFile).foreach(f => fs.delete(f.getPath, false))
+    if (fs.exists(dir))
+      fs.listStatus(dir).filter(_.isFile).foreach(f => fs.delete(f.getPath, false))
 
   // ---- 3. swap and 4. finish ------------------------------------------------------------
 
@@ -310,7 +319,8 @@ final class Migration(spark: SparkSession, checkpoint: String, target: ProviderK
 
   private def readText(file: Path): String = {
     val in = fs.open(file)
-    try new String(in.readAllBytes(), StandardCharsets.UTF_8) finally in.close()
+    try new String(in.readAllBytes(), StandardCharsets.UTF_8)
+    finally in.close()
   }
 
   private def writeAtomically(file: Path, text: String): Unit = {
@@ -373,7 +383,8 @@ object Migration {
 
   private def readJson(fs: org.apache.hadoop.fs.FileSystem, file: Path): JsonNode = {
     val in = fs.open(file)
-    try Json.readTree(in) finally in.close()
+    try Json.readTree(in)
+    finally in.close()
   }
 
   private final case class Plan(source: ProviderKind, target: ProviderKind, batch: Long,
@@ -393,7 +404,8 @@ object Migration {
     def read(fs: org.apache.hadoop.fs.FileSystem, file: Path): Plan = {
       val j = readJson(fs, file)
       def opt(name: String) = Option(j.get(name)).map(_.asLong())
-      Plan(ProviderKind.byName(j.get("source").asText()), ProviderKind.byName(j.get("target").asText()),
+      Plan(ProviderKind.byName(j.get("source").asText()),
+        ProviderKind.byName(j.get("target").asText()),
         j.get("batch").asLong(), opt("lastOffset"), opt("lastCommit"))
     }
   }

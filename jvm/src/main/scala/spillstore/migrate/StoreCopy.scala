@@ -8,7 +8,9 @@ import org.apache.hadoop.conf.Configuration
 import org.apache.hadoop.fs.Path
 
 import org.apache.spark.sql.catalyst.expressions.{UnsafeRow, XXH64}
-import org.apache.spark.sql.execution.streaming.state.{ReadStateStore, SpillStoreSparkBridge, StateStoreConf, StateStoreId, StateStoreProvider}
+import org.apache.spark.sql.execution.streaming.state.{
+  ReadStateStore, SpillStoreSparkBridge, StateStoreConf, StateStoreId, StateStoreProvider
+}
 import org.apache.spark.sql.execution.streaming.state.SpillStoreSparkShim.CheckpointFileManager
 
 import spillstore.checkpoint.{CheckpointDir, ForeignFiles, StateFile}
@@ -24,7 +26,8 @@ object StateDigest {
     private var sum = 0L
     def add(key: UnsafeRow, value: UnsafeRow): Unit = {
       val k = XXH64.hashUnsafeBytes(key.getBaseObject, key.getBaseOffset, key.getSizeInBytes, 42L)
-      sum += XXH64.hashUnsafeBytes(value.getBaseObject, value.getBaseOffset, value.getSizeInBytes, k)
+      sum += XXH64.hashUnsafeBytes(value.getBaseObject, value.getBaseOffset, value.getSizeInBytes,
+        k)
       rows += 1
     }
     def count: Long = rows
@@ -41,7 +44,8 @@ sealed abstract class ProviderKind(val name: String, val className: String) {
    * Makes `version` of the store in `dir` loadable and empty, so that the provider's own
    * commit on top of it writes `version + 1` in its own format.
    */
-  def writeEmptyVersion(dir: Path, version: Long, conf: StateStoreConf, hadoopConf: Configuration): Unit
+  def writeEmptyVersion(dir: Path, version: Long, conf: StateStoreConf, hadoopConf: Configuration)
+      : Unit
 }
 
 object ProviderKind {
@@ -84,7 +88,8 @@ object ProviderKind {
   val all: Seq[ProviderKind] = Seq(Spillstore, Hdfs, RocksDb)
 
   def byName(name: String): ProviderKind = all.find(_.name == name).getOrElse(
-    CheckpointLayout.refuse(s"unknown target provider '$name': use ${all.map(_.name).mkString(", ")}"))
+    CheckpointLayout.refuse(
+      s"unknown target provider '$name': use ${all.map(_.name).mkString(", ")}"))
 
   def byClass(className: String): Option[ProviderKind] = all.find(_.className == className)
 }
@@ -124,7 +129,9 @@ final class StoreCopy(source: ProviderKind, target: ProviderKind, conf: StateSto
                 s"$committed of $to, expected $version")
             }
           } catch {
-            case NonFatal(e) => try out.abort() catch { case NonFatal(a) => e.addSuppressed(a) }; throw e
+            case NonFatal(e) =>
+              try out.abort()
+              catch { case NonFatal(a) => e.addSuppressed(a) }; throw e
           }
         }
       } finally closeRead(in)
@@ -156,11 +163,13 @@ final class StoreCopy(source: ProviderKind, target: ProviderKind, conf: StateSto
       body: StateStoreProvider => T): T = {
     val provider = ProviderAccess.open(kind.className, id, store.keySchema, store.valueSchema,
       store.prefixKeyColumns, conf, hadoopConf)
-    try body(provider) finally provider.close()
+    try body(provider)
+    finally provider.close()
   }
 
   private val RowsPerReport = 100000L
 
   private def closeRead(store: ReadStateStore): Unit =
-    try store.abort() catch { case NonFatal(_) => } // a read store holds nothing to undo
+    try store.abort()
+    catch { case NonFatal(_) => } // a read store holds nothing to undo
 }

@@ -57,7 +57,7 @@ final class Recovery(dir: CheckpointDir, spillDir: () => File) extends Logging {
     checkJournals(listing, snapshotVersion, version)
     state.clear()
     journalErrors(state.loadVersion(MergedVersion.foreach(dir, snapshotVersion, version,
-      applyFile(StateFile.Snapshot, snapshotVersion, _), spillDir)))
+          applyFile(StateFile.Snapshot, snapshotVersion, _), spillDir)))
   }
 
   /** Moves `state` from committed version `from` forward to `to` by replaying journals. */
@@ -69,9 +69,10 @@ final class Recovery(dir: CheckpointDir, spillDir: () => File) extends Logging {
   private def checkJournals(listing: CheckpointDir.Listing, from: Long, to: Long): Unit =
     listing.missingJournal(from, to).foreach { v =>
       val f = dir.file(StateFile.Journal, v)
-      throw SpillStoreSparkBridge.cannotReadStateFile(f, new FileNotFoundException(
-        s"$f does not exist: version $to of this store cannot be rebuilt " +
-          s"(it needs journals ${from + 1} to $to after snapshot $from)"))
+      throw SpillStoreSparkBridge.cannotReadStateFile(f,
+        new FileNotFoundException(
+          s"$f does not exist: version $to of this store cannot be rebuilt " +
+            s"(it needs journals ${from + 1} to $to after snapshot $from)"))
     }
 
   private def replayJournals(from: Long, to: Long, state: TieredState): Unit = {
@@ -81,14 +82,16 @@ final class Recovery(dir: CheckpointDir, spillDir: () => File) extends Logging {
 
   private def applyFile(kind: StateFile.Kind, version: Long,
       apply: (Array[Byte], Array[Byte]) => Unit): Unit =
-    try dir.read(kind, version)(apply) catch {
+    try dir.read(kind, version)(apply)
+    catch {
       case e: SortedChanges.UnreadableJournal => throw e // merged in while this file was read
       case NonFatal(e) => throw unreadable(dir.file(kind, version), e)
     }
 
   /** `body`, with a journal a merge could not read reported as Spark reports a state file. */
   private def journalErrors[T](body: => T): T =
-    try body catch {
+    try body
+    catch {
       case e: SortedChanges.UnreadableJournal => throw unreadable(e.file, e.getCause)
     }
 

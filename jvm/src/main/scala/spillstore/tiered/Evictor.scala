@@ -28,7 +28,8 @@ private[tiered] final class Evictor(heap: HeapTier, cold: StateColdTier, countin
    */
   def requestShrink(targetBytes: Long, targetEntries: Long): Unit = {
     val asked = ShrinkTarget(targetBytes, targetEntries)
-    shrinkTo.accumulateAndGet(asked, (pending, next) => if (pending == null) next else pending.min(next))
+    shrinkTo.accumulateAndGet(asked,
+      (pending, next) => if (pending == null) next else pending.min(next))
   }
 
   def shrinkRequested: Boolean = shrinkTo.get != null
@@ -84,7 +85,7 @@ private[tiered] final class Evictor(heap: HeapTier, cold: StateColdTier, countin
     var writeBytes = 0L
     var victim = -1
     while (n < MaxVictimsPerWrite && writeBytes < MaxBytesPerWrite &&
-        (freed < bytes || n < entries) && { victim = heap.nextVictim(); victim >= 0 }) {
+      (freed < bytes || n < entries) && { victim = heap.nextVictim(); victim >= 0 }) {
       victims(n) = victim
       n += 1
       freed += heap.entryBytes(victim)
@@ -92,11 +93,13 @@ private[tiered] final class Evictor(heap: HeapTier, cold: StateColdTier, countin
     }
     if (n == 0) return 0
     // RocksDB first: if the write fails, the heap still has every entry.
-    val written = try writeBack(victims, n) catch {
-      case e: Throwable =>
-        (0 until n).foreach(i => heap.unselect(victims(i)))
-        throw e
-    }
+    val written =
+      try writeBack(victims, n)
+      catch {
+        case e: Throwable =>
+          (0 until n).foreach(i => heap.unselect(victims(i)))
+          throw e
+      }
     cold.expect(heap.numLiveEntries)
     (0 until n).foreach { i =>
       val v = victims(i)
@@ -127,7 +130,8 @@ private[tiered] final class Evictor(heap: HeapTier, cold: StateColdTier, countin
         val page = heap.page(v)
         val valueOffset = heap.keyOffset(v) + heap.keyLength(v)
         if (cold.keys eq ColdKeys.Plain) {
-          puts.add(page, heap.keyOffset(v), heap.keyLength(v), page, valueOffset, heap.valueLength(v))
+          puts.add(page, heap.keyOffset(v), heap.keyLength(v), page, valueOffset,
+            heap.valueLength(v))
         } else {
           val k = cold.keys.encode(heap.keyBytes(v))
           puts.add(k, 0, k.length, page, valueOffset, heap.valueLength(v))
@@ -137,7 +141,8 @@ private[tiered] final class Evictor(heap: HeapTier, cold: StateColdTier, countin
     }
     if (puts.size > 0) {
       val batch = puts.toWriteBatch
-      try cold.writeEvicted(batch) finally batch.close()
+      try cold.writeEvicted(batch)
+      finally batch.close()
     }
     puts.size
   }
@@ -145,7 +150,8 @@ private[tiered] final class Evictor(heap: HeapTier, cold: StateColdTier, countin
 
 object Evictor {
   private final case class ShrinkTarget(bytes: Long, entries: Long) {
-    def min(o: ShrinkTarget): ShrinkTarget = ShrinkTarget(bytes.min(o.bytes), entries.min(o.entries))
+    def min(o: ShrinkTarget): ShrinkTarget =
+      ShrinkTarget(bytes.min(o.bytes), entries.min(o.entries))
   }
 
   /**

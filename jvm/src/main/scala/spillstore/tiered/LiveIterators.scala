@@ -99,8 +99,8 @@ private[tiered] final class LiveIterators(state: TieredState, heap: HeapTier, co
         val seen = ahead
         // The batch may have changed (or promoted and changed) the key since the look-ahead.
         val s = if (aheadSlot >= 0) aheadSlot
-          else heap.lookup(seen.base, Platform.BYTE_ARRAY_OFFSET + seen.offset, seen.keyLength,
-            HeapTier.hashOf(seen.base, seen.offset, seen.keyLength))
+        else heap.lookup(seen.base, Platform.BYTE_ARRAY_OFFSET + seen.offset, seen.keyLength,
+          HeapTier.hashOf(seen.base, seen.offset, seen.keyLength))
         val moved = s >= 0 && heap.isLive(s) &&
           ((heap.page(s) ne seen.base) || heap.keyOffset(s) != seen.offset)
         val out = if (moved) heap.keyValue(s) else seen
@@ -122,11 +122,12 @@ private[tiered] final class LiveIterators(state: TieredState, heap: HeapTier, co
       val start = cold.keys.asInstanceOf[ColdKeys.Prefixed].rangeStart(prefix)
       val scan = cold.scan(start, LiveIterators.startsWith(_, start))
       try scan.foreach { case (ck, v) =>
-        val key = cold.keys.decode(ck)
-        if (heap.find(key, Platform.BYTE_ARRAY_OFFSET, key.length, HeapTier.hashOf(key)) < 0) {
-          out += KeyValue.of(key, v)
+          val key = cold.keys.decode(ck)
+          if (heap.find(key, Platform.BYTE_ARRAY_OFFSET, key.length, HeapTier.hashOf(key)) < 0) {
+            out += KeyValue.of(key, v)
+          }
         }
-      } finally scan.close()
+      finally scan.close()
     }
     out.toArray
   }

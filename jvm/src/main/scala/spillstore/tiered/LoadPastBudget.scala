@@ -54,7 +54,7 @@ private[tiered] object LoadPastBudget {
    * RocksDB write per promoted key).
    */
   private final class IntoFiles(cold: StateColdTier, heap: HeapTier, expectedKeys: () => Long)
-    extends LoadPastBudget {
+      extends LoadPastBudget {
     private var file: ColdTier.SortedFile = _
     private var last: Array[Byte] = _
     private var sinceSizeCheck = 0
@@ -95,7 +95,8 @@ private[tiered] object LoadPastBudget {
     }
 
     private def ingestFile(): Unit = if (file != null) {
-      try if (!file.isEmpty) { file.finish(); cold.ingest(file) } finally close()
+      try if (!file.isEmpty) { file.finish(); cold.ingest(file) }
+      finally close()
     }
 
     override def close(): Unit = if (file != null) { file.close(); file = null }
@@ -106,7 +107,8 @@ private[tiered] object LoadPastBudget {
    * sorted write batches of bounded size ([[KeyOrderedPuts]]). A key is counted in the tier once its
    * write is done.
    */
-  private final class InBatches(cold: StateColdTier, expectedKeys: () => Long) extends LoadPastBudget {
+  private final class InBatches(cold: StateColdTier, expectedKeys: () => Long)
+      extends LoadPastBudget {
     private val puts = new KeyOrderedPuts(Evictor.MaxVictimsPerWrite)
     /** The heap form of each pending put's key (its cold form differs for prefix stores). */
     private val heapKeys = new Array[Array[Byte]](Evictor.MaxVictimsPerWrite)
@@ -122,7 +124,8 @@ private[tiered] object LoadPastBudget {
 
     private def write(): Unit = {
       val batch = puts.toWriteBatch
-      try cold.writeEvicted(batch) finally batch.close()
+      try cold.writeEvicted(batch)
+      finally batch.close()
       cold.expect(expectedKeys())
       var i = 0
       while (i < puts.size) {

@@ -19,7 +19,7 @@ import spillstore.heap.{HeapTier, PrefixIndex}
 private[tiered] final class StateColdTier(name: String, prefixIndex: Option[PrefixIndex],
     localDir: () => File, filterMaxBytes: Long, openCold: (File, String) => ColdTier,
     reserveFilter: Long => Boolean, releaseFilter: Long => Unit)
-  extends Logging {
+    extends Logging {
 
   val keys: ColdKeys =
     prefixIndex.map(p => new ColdKeys.Prefixed(p.prefixOf)).getOrElse(ColdKeys.Plain)
@@ -71,7 +71,8 @@ private[tiered] final class StateColdTier(name: String, prefixIndex: Option[Pref
   /** Deletes one key RocksDB holds. */
   def delete(key: Array[Byte]): Unit = {
     val batch = ColdTier.newBatch()
-    try { batch.delete(keys.encode(key)); tier.write(batch) } finally batch.close()
+    try { batch.delete(keys.encode(key)); tier.write(batch) }
+    finally batch.close()
     count -= 1
   }
 

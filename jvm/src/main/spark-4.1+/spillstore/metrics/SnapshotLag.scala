@@ -1,6 +1,9 @@
 package spillstore.metrics
 
-import org.apache.spark.sql.execution.streaming.state.{StateStoreId, StateStoreInstanceMetric, StateStoreMetrics, StateStoreProvider, StateStoreSnapshotLastUploadInstanceMetric}
+import org.apache.spark.sql.execution.streaming.state.{
+  StateStoreId, StateStoreInstanceMetric, StateStoreMetrics, StateStoreProvider,
+  StateStoreSnapshotLastUploadInstanceMetric
+}
 
 /**
  * Snapshot lag as Spark 4.1+ shows it: each store reports the newest version its provider

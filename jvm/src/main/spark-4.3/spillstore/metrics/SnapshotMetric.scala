@@ -1,6 +1,8 @@
 package spillstore.metrics
 
-import org.apache.spark.sql.execution.streaming.state.{StateStoreCustomMetric, StateStoreCustomSizeMetric}
+import org.apache.spark.sql.execution.streaming.state.{
+  StateStoreCustomMetric, StateStoreCustomSizeMetric
+}
 
 /** A figure measured at commit (4.3: `isSnapshot`, so Spark does not add it up over batches). */
 trait SnapshotMetric extends StateStoreCustomMetric {

@@ -8,7 +8,8 @@ import org.apache.spark.sql.types.StructType
 /** Spark 4.x: a provider is initialised with a key encoder spec (prefix scan or none). */
 private[migrate] object ProviderAccess {
   def open(className: String, id: StateStoreId, keySchema: StructType, valueSchema: StructType,
-      prefixKeyColumns: Int, conf: StateStoreConf, hadoopConf: Configuration): StateStoreProvider = {
+      prefixKeyColumns: Int, conf: StateStoreConf, hadoopConf: Configuration)
+      : StateStoreProvider = {
     val encoder =
       if (prefixKeyColumns > 0) PrefixKeyScanStateEncoderSpec(keySchema, prefixKeyColumns)
       else NoPrefixKeyStateEncoderSpec(keySchema)

@@ -1,6 +1,8 @@
 package spillstore.metrics
 
-import org.apache.spark.sql.execution.streaming.state.{StateStoreCustomMetric, StateStoreCustomSizeMetric}
+import org.apache.spark.sql.execution.streaming.state.{
+  StateStoreCustomMetric, StateStoreCustomSizeMetric
+}
 
 /** A figure measured at commit. Before 4.3 Spark has no `isSnapshot`: a plain custom metric. */
 trait SnapshotMetric extends StateStoreCustomMetric

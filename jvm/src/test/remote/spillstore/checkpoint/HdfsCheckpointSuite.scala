@@ -12,7 +12,9 @@ import org.scalatest.concurrent.Eventually.{eventually, timeout}
 import org.scalatest.funsuite.AnyFunSuite
 
 import org.apache.spark.sql.catalyst.expressions.{GenericInternalRow, UnsafeProjection, UnsafeRow}
-import org.apache.spark.sql.execution.streaming.state.{ReadStateStore, SpillStoreSparkBridge, StateStore}
+import org.apache.spark.sql.execution.streaming.state.{
+  ReadStateStore, SpillStoreSparkBridge, StateStore
+}
 import org.apache.spark.sql.internal.SQLConf
 import org.apache.spark.sql.types.{LongType, StructField, StructType}
 import org.scalatest.time.SpanSugar._
@@ -41,7 +43,8 @@ class HdfsCheckpointSuite extends AnyFunSuite with BeforeAndAfterAll {
   }
 
   override def afterAll(): Unit =
-    try if (hdfs != null) hdfs.close() finally super.afterAll()
+    try if (hdfs != null) hdfs.close()
+    finally super.afterAll()
 
   /** A checkpoint root of its own on the HDFS. */
   private def newRoot(): String = hdfs.path(s"/ckpt-${UUID.randomUUID()}").toString
@@ -56,7 +59,8 @@ class HdfsCheckpointSuite extends AnyFunSuite with BeforeAndAfterAll {
   private def withProvider[T](root: String, sqlConf: SQLConf = new SQLConf)(
       f: SpillStoreProvider => T): T = {
     val p = LineProviders.open(root, keySchema, valueSchema, sqlConf, hdfs.conf)
-    try f(p) finally p.close()
+    try f(p)
+    finally p.close()
   }
 
   /** Version `v` as a fresh provider (a new executor) loads it. */
@@ -94,7 +98,8 @@ class HdfsCheckpointSuite extends AnyFunSuite with BeforeAndAfterAll {
     for (v <- states.indices) assert(load(root, v) === states(v), s"version $v")
   }
 
-  test("snapshots maintenance writes on HDFS are bases: loads without the journals before them are exact") {
+  test(
+    "snapshots maintenance writes on HDFS are bases: loads without the journals before them are exact") {
     val root = newRoot()
     val sqlConf = snapshotAfter(deltas = 3)
     val states = withProvider(root, sqlConf) { p =>
@@ -109,7 +114,8 @@ class HdfsCheckpointSuite extends AnyFunSuite with BeforeAndAfterAll {
     for (v <- base to 10) assert(load(root, v) === states(v), s"version $v")
   }
 
-  test("a store's journal opens on HDFS while its batch runs, and its commit publishes that file; an abort or an unload leaves no temp file") {
+  test(
+    "a store's journal opens on HDFS while its batch runs, and its commit publishes that file; an abort or an unload leaves no temp file") {
     val root = newRoot()
     withProvider(root) { p =>
       val rnd = new Random(11)
@@ -124,7 +130,8 @@ class HdfsCheckpointSuite extends AnyFunSuite with BeforeAndAfterAll {
       val next = randomBatch(s, rnd, states.last)
       assert(s.commit() === 2)
       assert(files(root) === journals(1 to 2))
-      assert(fileId(new Path(storeDir(root), "2.journal")) === early, "the journal is the file opened early, renamed")
+      assert(fileId(new Path(storeDir(root), "2.journal")) === early,
+        "the journal is the file opened early, renamed")
       assert(load(root, 2) === next)
 
       val aborted = p.getStore(2)
@@ -161,7 +168,8 @@ class HdfsCheckpointSuite extends AnyFunSuite with BeforeAndAfterAll {
     }
   }
 
-  test("a commit with the datanode down publishes nothing; after it returns the batch commits and every version reloads exactly") {
+  test(
+    "a commit with the datanode down publishes nothing; after it returns the batch commits and every version reloads exactly") {
     val root = newRoot()
     withProvider(root) { p =>
       val rnd = new Random(3)
@@ -185,7 +193,8 @@ class HdfsCheckpointSuite extends AnyFunSuite with BeforeAndAfterAll {
     }
   }
 
-  test("a commit with the namenode down publishes nothing; after its restart the batch commits and every version reloads exactly") {
+  test(
+    "a commit with the namenode down publishes nothing; after its restart the batch commits and every version reloads exactly") {
     val root = newRoot()
     withProvider(root) { p =>
       val states = commitBatches(p, new Random(5), Seq(Map.empty), 3)
@@ -202,7 +211,8 @@ class HdfsCheckpointSuite extends AnyFunSuite with BeforeAndAfterAll {
     }
   }
 
-  test("a snapshot unreadable with the datanode down fails the load, is not set aside as corrupt, and is the base once it returns") {
+  test(
+    "a snapshot unreadable with the datanode down fails the load, is not set aside as corrupt, and is the base once it returns") {
     val root = newRoot()
     val sqlConf = snapshotAfter(deltas = 1)
     val states = withProvider(root, sqlConf) { p =>
@@ -219,7 +229,8 @@ class HdfsCheckpointSuite extends AnyFunSuite with BeforeAndAfterAll {
     assert(load(root, 4) === states(4))
   }
 
-  test("maintenance with the datanode down writes no snapshot; the next run does, and loads from it are exact") {
+  test(
+    "maintenance with the datanode down writes no snapshot; the next run does, and loads from it are exact") {
     val root = newRoot()
     val sqlConf = snapshotAfter(deltas = 1)
     withProvider(root, sqlConf) { p =>

@@ -43,13 +43,15 @@ final class MiniHdfs private (base: File, cluster: MiniDFSCluster, hadoopLogLeve
   /** Runs `body` with the datanode stopped: blocks can be neither written nor read. */
   def withDataNodeDown[T](body: => T): T = {
     stoppedDataNode = Some(cluster.stopDataNode(0))
-    try body finally restartDataNode()
+    try body
+    finally restartDataNode()
   }
 
   /** Runs `body` with the namenode stopped: no metadata call succeeds. */
   def withNameNodeDown[T](body: => T): T = {
     cluster.shutdownNameNode(0)
-    try body finally cluster.restartNameNode(0) // same port; waits for the datanode and safe mode
+    try body
+    finally cluster.restartNameNode(0) // same port; waits for the datanode and safe mode
   }
 
   /**
@@ -59,9 +61,11 @@ final class MiniHdfs private (base: File, cluster: MiniDFSCluster, hadoopLogLeve
    */
   private def restartDataNode(): Unit = stoppedDataNode.foreach { dn =>
     stoppedDataNode = None
-    try cluster.restartDataNode(dn, true) catch {
-      case e: Exception if Iterator.iterate[Throwable](e)(_.getCause).takeWhile(_ != null)
-          .exists(_.isInstanceOf[java.net.BindException]) =>
+    try cluster.restartDataNode(dn, true)
+    catch {
+      case e: Exception
+          if Iterator.iterate[Throwable](e)(_.getCause).takeWhile(_ != null)
+            .exists(_.isInstanceOf[java.net.BindException]) =>
         cluster.restartDataNode(dn, false)
     }
     cluster.waitActive()

@@ -46,25 +46,28 @@ object MiniHdfsMain {
     answer(s"hdfs ${hdfs.uri}")
     // A command that fails ends the JVM (Hadoop's non-daemon threads would keep it alive after
     // main), so that the test waiting for its answer reads the end of the stream, not nothing.
-    val status = try {
-      Iterator.continually(in.readLine()).takeWhile(_ != null).map(_.trim).foreach {
-        case "datanode down" =>
-          hdfs.withDataNodeDown {
-            answer("datanode down")
-            Iterator.continually(in.readLine()).takeWhile(l => l != null && l.trim != "datanode up")
-              .foreach(l => answer(s"unexpected while the datanode is down: $l"))
-          }
-          answer("datanode up")
-        case "" =>
-        case other => answer(s"unknown command: $other")
+    val status =
+      try {
+        Iterator.continually(in.readLine()).takeWhile(_ != null).map(_.trim).foreach {
+          case "datanode down" =>
+            hdfs.withDataNodeDown {
+              answer("datanode down")
+              Iterator.continually(in.readLine()).takeWhile(l =>
+                l != null && l.trim != "datanode up")
+                .foreach(l => answer(s"unexpected while the datanode is down: $l"))
+            }
+            answer("datanode up")
+          case "" =>
+          case other => answer(s"unknown command: $other")
+        }
+        0
+      } catch {
+        case e: Throwable =>
+          e.printStackTrace()
+          1
       }
-      0
-    } catch {
-      case e: Throwable =>
-        e.printStackTrace()
-        1
-    }
-    try stop(hdfs) finally System.exit(status)
+    try stop(hdfs)
+    finally System.exit(status)
   }
 }
 

@@ -48,14 +48,17 @@ final class MotoS3 private (base: File, process: Process, port: Int) extends Aut
   def createBucket(name: String): Unit = { call("PUT", name); () }
 
   /** Multipart uploads begun in `bucket` and neither completed nor aborted. */
-  def pendingUploads(bucket: String): Int = "<Upload>".r.findAllMatchIn(call("GET", s"$bucket?uploads")).size
+  def pendingUploads(bucket: String): Int =
+    "<Upload>".r.findAllMatchIn(call("GET", s"$bucket?uploads")).size
 
   /** A request outside S3A (moto checks no signature): its response body. */
   private def call(method: String, target: String): String = {
-    val c = new URL(s"http://127.0.0.1:$port/$target").openConnection().asInstanceOf[HttpURLConnection]
+    val c =
+      new URL(s"http://127.0.0.1:$port/$target").openConnection().asInstanceOf[HttpURLConnection]
     c.setRequestMethod(method)
     try {
-      if (c.getResponseCode != 200) throw new IOException(s"$method $target: HTTP ${c.getResponseCode}")
+      if (c.getResponseCode != 200)
+        throw new IOException(s"$method $target: HTTP ${c.getResponseCode}")
       IOUtils.toString(c.getInputStream, StandardCharsets.UTF_8)
     } finally c.disconnect()
   }
@@ -89,8 +92,13 @@ object MotoS3 {
     require(python.canExecute,
       s"$python not found: run `make venv` (the project's venv has moto, the tests' S3 server)")
     val base = Files.createTempDirectory("moto").toFile
-    val port = { val s = new ServerSocket(0); try s.getLocalPort finally s.close() }
-    val process = new ProcessBuilder(python.getPath, "-m", "moto.server", "-H", "127.0.0.1", "-p", port.toString)
+    val port = {
+      val s = new ServerSocket(0);
+      try s.getLocalPort
+      finally s.close()
+    }
+    val process = new ProcessBuilder(python.getPath, "-m", "moto.server", "-H", "127.0.0.1", "-p",
+      port.toString)
       .redirectErrorStream(true).redirectOutput(new File(base, "requests.log")).start()
     val server = new MotoS3(base, process, port)
     try {

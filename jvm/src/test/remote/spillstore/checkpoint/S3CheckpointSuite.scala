@@ -46,7 +46,8 @@ class S3CheckpointSuite extends AnyFunSuite with BeforeAndAfterAll {
   }
 
   override def afterAll(): Unit =
-    try if (s3 != null) s3.close() finally super.afterAll()
+    try if (s3 != null) s3.close()
+    finally super.afterAll()
 
   /** Hadoop before 3.4: S3A cannot skip a create's check that its name is no directory (one
    *  listing), and deletes the parent's directory markers after every file unless told to keep
@@ -70,7 +71,8 @@ class S3CheckpointSuite extends AnyFunSuite with BeforeAndAfterAll {
   private def withProvider[T](root: String, hadoopConf: Configuration = s3Conf)(
       f: SpillStoreProvider => T): T = {
     val p = LineProviders.open(root, keySchema, valueSchema, new SQLConf, hadoopConf)
-    try f(p) finally p.close()
+    try f(p)
+    finally p.close()
   }
 
   private def load(root: String, v: Long): Map[Long, Long] =
@@ -96,7 +98,8 @@ class S3CheckpointSuite extends AnyFunSuite with BeforeAndAfterAll {
       (states, perCommit)
     }
 
-  test("a journal on S3A is one PUT to its name (Hadoop 3.3: after one listing): no temp file, copy, delete or existence check") {
+  test(
+    "a journal on S3A is one PUT to its name (Hadoop 3.3: after one listing): no temp file, copy, delete or existence check") {
     val root = newRoot()
     val key = root.stripPrefix("s3a://")
     val (states, perCommit) = requestsPerCommit(root, s3Conf, batches = 5)
@@ -109,19 +112,23 @@ class S3CheckpointSuite extends AnyFunSuite with BeforeAndAfterAll {
     for (v <- states.indices) assert(load(root, v) === states(v), s"version $v")
   }
 
-  test("through Spark's file manager (a temp file, then a rename) the same commit costs several times the requests") {
+  test(
+    "through Spark's file manager (a temp file, then a rename) the same commit costs several times the requests") {
     val conf = s3Conf
-    conf.set(SparkConfs.CheckpointFileManagerClass, CheckpointFileManager.create(new Path(newRoot()), conf).getClass.getName)
+    conf.set(SparkConfs.CheckpointFileManagerClass,
+      CheckpointFileManager.create(new Path(newRoot()), conf).getClass.getName)
     val (_, viaRename) = requestsPerCommit(newRoot(), conf, batches = 3)
     val (_, direct) = requestsPerCommit(newRoot(), s3Conf, batches = 3)
     info(s"requests per commit: through the file manager ${viaRename.map(_.size)} " +
       s"(${viaRename.head.map(r => r._1 + " " + r._2).mkString(", ")}), direct ${direct.map(_.size)}")
     // The temp file, deleted after its copy.
-    assert(viaRename.forall(_.exists { case (m, t) => m == "DELETE" && t.endsWith(".tmp") }), viaRename)
+    assert(viaRename.forall(_.exists { case (m, t) => m == "DELETE" && t.endsWith(".tmp") }),
+      viaRename)
     assert(viaRename.map(_.size).min >= 3 * direct.map(_.size).max)
   }
 
-  test("snapshots on S3A are bases: a fresh provider loads every version exactly without the journals before them") {
+  test(
+    "snapshots on S3A are bases: a fresh provider loads every version exactly without the journals before them") {
     val root = newRoot()
     val sqlConf = new SQLConf
     sqlConf.setConf(SQLConf.STATE_STORE_MIN_DELTAS_FOR_SNAPSHOT, 3)
@@ -140,18 +147,21 @@ class S3CheckpointSuite extends AnyFunSuite with BeforeAndAfterAll {
     }
     val fs = s3.fs(bucket)
     val names = fs.listStatus(new Path(root, "0/0")).map(_.getPath.getName).toSet
-    val snapshots = names.collect { case n if n.endsWith(".snapshot") => n.stripSuffix(".snapshot").toInt }
+    val snapshots =
+      names.collect { case n if n.endsWith(".snapshot") => n.stripSuffix(".snapshot").toInt }
     assert(snapshots.nonEmpty, names)
     val base = snapshots.max
     (1 to base).foreach(v => assert(fs.delete(new Path(root, s"0/0/$v.journal"), false)))
     for (v <- base to 8) assert(load(root, v) === states(v), s"version $v")
   }
 
-  test("a write that fails on its way leaves nothing: no file, and no multipart upload of its parts") {
+  test(
+    "a write that fails on its way leaves nothing: no file, and no multipart upload of its parts") {
     val conf = s3Conf
     conf.set("fs.s3a.multipart.size", "5M") // S3's smallest part: a 12 MB file uploads two first
     val root = newRoot()
-    val dir = new CheckpointDir(new Path(root, "0/0"), conf, SpillStoreSparkBridge.compressionCodec("lz4"))
+    val dir =
+      new CheckpointDir(new Path(root, "0/0"), conf, SpillStoreSparkBridge.compressionCodec("lz4"))
     val before = s3.requests().size
     val random = new Random(3)
     intercept[IOException] {

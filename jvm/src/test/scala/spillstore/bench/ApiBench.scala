@@ -5,7 +5,9 @@ import javax.management.ObjectName
 
 import scala.collection.mutable
 
-import org.apache.spark.sql.execution.streaming.state.{ReadStateStore, StateStore, StateStoreProvider}
+import org.apache.spark.sql.execution.streaming.state.{
+  ReadStateStore, StateStore, StateStoreProvider
+}
 
 import spillstore.bench.BenchProviders.{customMetric, LongRow}
 
@@ -24,7 +26,8 @@ import spillstore.bench.BenchProviders.{customMetric, LongRow}
  */
 object ApiBench {
   val Scenarios: Seq[String] =
-    Seq("rmw", "absent", "iterate", "delete", "recovery", "hit-ratio", "heap-bytes", "commit-scaling")
+    Seq("rmw", "absent", "iterate", "delete", "recovery", "hit-ratio", "heap-bytes",
+      "commit-scaling")
 
   final case class Settings(
       keys: Int = 1000000,
@@ -35,12 +38,16 @@ object ApiBench {
       providers: Seq[String] = BenchProviders.All) {
     require(batches >= 3, "batches must be >= 3 (the first round of each scenario is warm-up)")
     require(keys >= 4 * ops, "keys must be >= 4 * ops (the delete scenario removes distinct keys)")
-    scenarios.foreach(s => require(Scenarios.contains(s), s"unknown scenario $s; known: ${Scenarios.mkString(",")}"))
-    providers.foreach(p => require(BenchProviders.All.contains(p), s"unknown provider $p; known: ${BenchProviders.All.mkString(",")}"))
+    scenarios.foreach(s =>
+      require(Scenarios.contains(s), s"unknown scenario $s; known: ${Scenarios.mkString(",")}"))
+    providers.foreach(p =>
+      require(BenchProviders.All.contains(p),
+        s"unknown provider $p; known: ${BenchProviders.All.mkString(",")}"))
   }
 
   /** One measured round of one provider: load (getStore), the records, commit. */
-  final case class Sample(loadMs: Double, workMs: Double, commitMs: Double, hits: Long = 0, misses: Long = 0) {
+  final case class Sample(loadMs: Double, workMs: Double, commitMs: Double, hits: Long = 0,
+      misses: Long = 0) {
     def totalMs: Double = loadMs + workMs + commitMs
   }
 
@@ -74,7 +81,9 @@ object ApiBench {
     /** Closes the provider; its checkpoint stays for [[reopen]]. */
     def unload(): Unit = provider.close()
     /** Closes the provider and deletes its checkpoint. */
-    def close(): Unit = try provider.close() finally spillstore.TempDirs.delete(root)
+    def close(): Unit =
+      try provider.close()
+      finally spillstore.TempDirs.delete(root)
   }
 
   def main(args: Array[String]): Unit = {
@@ -141,15 +150,19 @@ object ApiBench {
         subjects.foreach(preload(_, s.keys))
         val want = s.scenarios.toSet
         if (want("rmw")) {
-          Seq(new KeyPattern.Uniform(s.keys, 1), new KeyPattern.Zipf(s.keys, 0.99, 2)).foreach { keys =>
-            report(rounds(f"get+put, ${keys.name}, ${s.keys}%,d keys", subjects, s.batches, s.ops)(rmwRound(keys, s.ops)))
+          Seq(new KeyPattern.Uniform(s.keys, 1), new KeyPattern.Zipf(s.keys, 0.99, 2)).foreach {
+            keys =>
+              report(rounds(f"get+put, ${keys.name}, ${s.keys}%,d keys", subjects, s.batches,
+                  s.ops)(rmwRound(keys, s.ops)))
           }
         }
         if (want("absent")) {
-          report(rounds("get of absent keys", subjects, s.batches, s.ops)(absentRound(new KeyPattern.Absent(s.keys, s.keys, 3), s.ops)))
+          report(rounds("get of absent keys", subjects, s.batches, s.ops)(
+              absentRound(new KeyPattern.Absent(s.keys, s.keys, 3), s.ops)))
         }
         if (want("iterate")) {
-          report(rounds("full iteration", subjects, math.min(s.batches, 5), s.keys)(iterateRound(s.keys)))
+          report(rounds("full iteration", subjects, math.min(s.batches, 5), s.keys)(
+              iterateRound(s.keys)))
         }
         if (want("delete")) {
           val order = KeyPattern.shuffled(s.keys, 4)
@@ -187,7 +200,8 @@ object ApiBench {
     /** A batch as Spark runs one: getStore, `records` on the store, commit; timed by phase. */
     private def writeRound(records: (StateStore, Int) => Unit): Round = (sub, r) => {
       val (st, open, work, commit) =
-        timePhases(sub.provider.getStore(sub.version))(records(_, r))(st => sub.version = st.commit())
+        timePhases(sub.provider.getStore(sub.version))(records(_, r))(st =>
+          sub.version = st.commit())
       Sample(open, work, commit,
         customMetric(st, "spillstoreCacheHits"), customMetric(st, "spillstoreCacheMisses"))
     }
@@ -200,7 +214,8 @@ object ApiBench {
     }
 
     /** Opens a store, works on it and closes it; returns it with each phase's milliseconds. */
-    private def timePhases[S](open: => S)(work: S => Unit)(close: S => Unit): (S, Double, Double, Double) = {
+    private def timePhases[S](open: => S)(work: S => Unit)(
+        close: S => Unit): (S, Double, Double, Double) = {
       val t0 = System.nanoTime()
       val st = open
       val t1 = System.nanoTime()
@@ -229,7 +244,8 @@ object ApiBench {
       readRound { (st, r) =>
         var i = 0
         while (i < ops) {
-          if (st.get(k.set(keys.key(r, i))) != null) sys.error(s"${st.getClass.getSimpleName}: an absent key was found")
+          if (st.get(k.set(keys.key(r, i))) != null)
+            sys.error(s"${st.getClass.getSimpleName}: an absent key was found")
           i += 1
         }
       }
@@ -239,10 +255,12 @@ object ApiBench {
       var n = 0
       val it = st.iterator()
       while (it.hasNext) {
-        if (it.next().value == null) sys.error(s"${st.getClass.getSimpleName}: an entry without a value")
+        if (it.next().value == null)
+          sys.error(s"${st.getClass.getSimpleName}: an entry without a value")
         n += 1
       }
-      if (n != expected) sys.error(s"${st.getClass.getSimpleName}: iterated $n entries, expected $expected")
+      if (n != expected)
+        sys.error(s"${st.getClass.getSimpleName}: iterated $n entries, expected $expected")
     }
 
     private def deleteRound(order: Array[Int], ops: Int): Round = {
@@ -272,7 +290,9 @@ object ApiBench {
         sub.unload()
         Sample(0, ms(t0, t1), 0)
       }
-      val results = rounds(f"recovery of ${s.keys}%,d keys (records = entries recovered)", subjects, 4, s.keys)(load)
+      val results =
+        rounds(f"recovery of ${s.keys}%,d keys (records = entries recovered)", subjects, 4, s.keys)(
+          load)
       subjects.foreach(_.reopen()) // closed again by the caller
       results
     }
@@ -293,16 +313,18 @@ object ApiBench {
         spark.foreach(preload(_, keys))
         val perCapacity = Seq(1.0 / 0.9, 0.5 / 0.9, 0.25).map { share =>
           val entries = (share * keys).toLong
-          val sub = new Subject(BenchProviders.Spillstore, Map("maxHeapEntries" -> entries.toString),
-            s"spillstore (maxHeapEntries=$entries)")
+          val sub =
+            new Subject(BenchProviders.Spillstore, Map("maxHeapEntries" -> entries.toString),
+              s"spillstore (maxHeapEntries=$entries)")
           try {
             preload(sub, keys)
             rounds("", sub +: spark, 4 + rounds4, s.ops, warmup = 4)(rmwRound(pattern, s.ops))
           } finally sub.close()
         }
         val spillstore = perCapacity.map(_.head)
-        val others = spark.map(sub => Result("", sub.label, s.ops,
-          perCapacity.flatMap(_.find(_.provider == sub.label)).flatMap(_.samples).toIndexedSeq))
+        val others = spark.map(sub =>
+          Result("", sub.label, s.ops,
+            perCapacity.flatMap(_.find(_.provider == sub.label)).flatMap(_.samples).toIndexedSeq))
         (spillstore ++ others).map(_.copy(scenario = f"get+put, ${pattern.name}, $keys%,d keys"))
       } finally spark.foreach(_.close())
     }
@@ -317,7 +339,8 @@ object ApiBench {
     private def heapBytes(keys: Int): Seq[Result] = s.providers.map { name =>
       // A first instance pays for class loading and executor-wide singletons: not per entry.
       val warm = new Subject(name)
-      try preload(warm, 1000) finally warm.close()
+      try preload(warm, 1000)
+      finally warm.close()
       val (objectsBefore, usedBefore) = (liveObjectBytes(), usedHeapAfterGc())
       val sub = new Subject(name)
       try {
@@ -335,7 +358,8 @@ object ApiBench {
       val subjects = s.providers.map(new Subject(_))
       try {
         subjects.foreach(preload(_, keys))
-        rounds(f"get+put, uniform, $keys%,d keys", subjects, s.batches, s.ops)(rmwRound(new KeyPattern.Uniform(keys, 7), s.ops))
+        rounds(f"get+put, uniform, $keys%,d keys", subjects, s.batches, s.ops)(
+          rmwRound(new KeyPattern.Uniform(keys, 7), s.ops))
       } finally subjects.foreach(_.close())
     }
   }

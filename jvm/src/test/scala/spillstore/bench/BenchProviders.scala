@@ -33,11 +33,15 @@ object BenchProviders {
    * (changelog checkpointing on, row counting off); `spillstoreConf` are spillstore options,
    * named after `spark.sql.streaming.stateStore.spillstore.`.
    */
-  def open(name: String, root: String, spillstoreConf: Map[String, String] = Map.empty): StateStoreProvider = {
+  def open(name: String, root: String, spillstoreConf: Map[String, String] = Map.empty)
+      : StateStoreProvider = {
     val sqlConf = new SQLConf
     sqlConf.setConfString("spark.sql.streaming.stateStore.rocksdb.trackTotalNumberOfRows", "false")
-    sqlConf.setConfString("spark.sql.streaming.stateStore.rocksdb.changelogCheckpointing.enabled", "true")
-    spillstoreConf.foreach { case (k, v) => sqlConf.setConfString(s"spark.sql.streaming.stateStore.spillstore.$k", v) }
+    sqlConf.setConfString("spark.sql.streaming.stateStore.rocksdb.changelogCheckpointing.enabled",
+      "true")
+    spillstoreConf.foreach { case (k, v) =>
+      sqlConf.setConfString(s"spark.sql.streaming.stateStore.spillstore.$k", v)
+    }
     val hadoopConf = new Configuration
     hadoopConf.set("sql.streaming.runId", UUID.randomUUID().toString)
     val p = StateStoreProvider.create(classes(name))

@@ -37,7 +37,8 @@ object ColdReadBench {
     println(s"ColdReadBench: $keys keys, reads of $reads old keys, 3 rounds")
     val root = Files.createTempDirectory("cold-read-bench").toFile
     try {
-      Seq[(String, File => Way)]("spillstore cold tier" -> coldTier, "RocksDB, Spark's provider's options" -> sparkLike)
+      Seq[(String, File => Way)]("spillstore cold tier" -> coldTier,
+        "RocksDB, Spark's provider's options" -> sparkLike)
         .foreach { case (name, open) =>
           val way = open(new File(root, name.replace(' ', '-')))
           try {
@@ -63,12 +64,14 @@ object ColdReadBench {
     private val options = new Options().setCreateIfMissing(true)
       .setCompressionType(CompressionType.LZ4_COMPRESSION)
       .setTableFormatConfig(new BlockBasedTableConfig()
-        .setBlockSize(4 << 10).setBlockCache(cache).setFilterPolicy(filter))
+          .setBlockSize(4 << 10).setBlockCache(cache).setFilterPolicy(filter))
     private val writeOptions = new WriteOptions().setDisableWAL(true)
     private val natives = Seq(writeOptions, options, filter, cache)
-    private val db = try RocksDB.open(options, dir.getPath) catch {
-      case e: Throwable => natives.foreach(_.close()); throw e
-    }
+    private val db =
+      try RocksDB.open(options, dir.getPath)
+      catch {
+        case e: Throwable => natives.foreach(_.close()); throw e
+      }
     def write(batch: WriteBatch): Unit = db.write(writeOptions, batch)
     def get(key: Array[Byte]): Array[Byte] = db.get(key)
     def runs: String = levels(db.getProperty("rocksdb.levelstats"))
@@ -88,12 +91,15 @@ object ColdReadBench {
     var done = 0
     while (done < keys) {
       val n = math.min(perWrite, keys - done)
-      val kv = Array.tabulate(n) { i => written(done + i) = rnd.nextLong(); entry(written(done + i), 40) }
+      val kv = Array.tabulate(n) { i =>
+        written(done + i) = rnd.nextLong(); entry(written(done + i), 40)
+      }
       val w = new WriteBatchBytes(n * WriteBatchBytes.putBytes(16, 24))
       KeyOrder.order(kv, new Array[Int](n), Array.fill(n)(16), n)
         .foreach(k => w.put(kv(k), 0, 16, kv(k), 16, 24))
       val batch = w.toWriteBatch
-      try way.write(batch) finally batch.close()
+      try way.write(batch)
+      finally batch.close()
       done += n
     }
     written

@@ -21,7 +21,8 @@ import spillstore.heap.KeyOrder
  *   bin/sbt "spillstore/Test/runMain spillstore.bench.WriteBatchBytesBench keys=3000000 perWrite=7490 rounds=3"
  */
 object WriteBatchBytesBench {
-  private val Ways = Seq("put per entry, eviction order", "WriteBatchBytes, eviction order", "WriteBatchBytes, key order")
+  private val Ways = Seq("put per entry, eviction order", "WriteBatchBytes, eviction order",
+    "WriteBatchBytes, key order")
 
   def main(args: Array[String]): Unit = {
     val opts = BenchArgs.ints(args)
@@ -76,12 +77,14 @@ object WriteBatchBytesBench {
           }
           b
         } else {
-          val order = if (way == Ways(2)) KeyOrder.order(kv, new Array[Int](n), keyLengths, n) else Array.tabulate(n)(identity)
+          val order = if (way == Ways(2)) KeyOrder.order(kv, new Array[Int](n), keyLengths, n)
+          else Array.tabulate(n)(identity)
           val w = new WriteBatchBytes(n * WriteBatchBytes.putBytes(16, 16))
           order.foreach(k => w.put(kv(k), 0, 16, kv(k), 16, 16))
           w.toWriteBatch
         }
-        try tier.write(batch) finally batch.close()
+        try tier.write(batch)
+        finally batch.close()
         elapsed += System.nanoTime() - start
         done += n
       }

@@ -20,8 +20,10 @@ class AtomicOutputSuite extends AnyFunSuite {
   private def bytes(n: Int, seed: Int): Array[Byte] = Array.tabulate(n)(i => (i * 31 + seed).toByte)
 
   /** The creator CheckpointDir would use for `dir` with `conf`. */
-  private def creatorFor(dir: String, conf: Configuration = new Configuration()): Path => AtomicOutput =
-    AtomicOutput.creator(new Path(dir), conf, CheckpointFileManager.create(new Path(dir), conf)).create
+  private def creatorFor(dir: String, conf: Configuration = new Configuration())
+      : Path => AtomicOutput =
+    AtomicOutput.creator(new Path(dir), conf,
+      CheckpointFileManager.create(new Path(dir), conf)).create
 
   private def write(create: Path => AtomicOutput, target: Path, data: Array[Byte]): Unit = {
     val out = create(target)
@@ -75,7 +77,8 @@ class AtomicOutputSuite extends AnyFunSuite {
       write(AtomicOutput.creator(new Path(dir), conf, fm).create, target, bytes(2000, 6))
       // Checked against the old .crc, this read would fail with a ChecksumException.
       val in = fm.open(target)
-      try assert(IOUtils.toByteArray(in) sameElements bytes(2000, 6)) finally in.close()
+      try assert(IOUtils.toByteArray(in) sameElements bytes(2000, 6))
+      finally in.close()
       assert(names(dir) === Set("5.snapshot"))
     }
   }

@@ -20,7 +20,7 @@ object CheckpointDirs {
   def withDirs[T](prefix: String)(body: (CheckpointDir, File) => T): T =
     TempDirs.withTempDir(prefix) { root =>
       body(new CheckpointDir(new Path(new File(root, "ckpt").toURI), new Configuration,
-        SpillStoreSparkBridge.compressionCodec("lz4")), new File(root, "local"))
+          SpillStoreSparkBridge.compressionCodec("lz4")), new File(root, "local"))
     }
 
   /** Unsigned byte order: the order of keys in checkpoint files. */

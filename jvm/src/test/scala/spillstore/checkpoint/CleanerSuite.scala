@@ -21,7 +21,8 @@ class CleanerSuite extends AnyFunSuite {
   private def contents(root: File): Map[String, Seq[Byte]] =
     if (!root.exists()) Map.empty
     else FileUtils.listFiles(root, null, true).asScala
-      .map(f => root.toPath.relativize(f.toPath).toString -> Files.readAllBytes(f.toPath).toSeq).toMap
+      .map(f =>
+        root.toPath.relativize(f.toPath).toString -> Files.readAllBytes(f.toPath).toSeq).toMap
 
   /** Whether `v` can be loaded from `listing`: a snapshot at or below it (or none, version 0)
    *  with every journal after it. */
@@ -36,7 +37,8 @@ class CleanerSuite extends AnyFunSuite {
   private def randomStore(dir: CheckpointDir, rnd: Random): Unit = {
     val latest = rnd.nextInt(30).toLong
     val firstJournal = 1L + rnd.nextInt(latest.toInt + 1)
-    (firstJournal to latest).filter(_ => rnd.nextInt(25) != 0).foreach(write(dir, StateFile.Journal, _))
+    (firstJournal to latest).filter(_ => rnd.nextInt(25) != 0).foreach(write(dir, StateFile.Journal,
+        _))
     (1L to latest).filter(_ => rnd.nextInt(4) == 0).foreach(write(dir, StateFile.Snapshot, _))
     if (firstJournal > 1) write(dir, StateFile.Snapshot, firstJournal - 1)
     val store = storeDir(dir)
@@ -44,7 +46,8 @@ class CleanerSuite extends AnyFunSuite {
     // Names listing does not take as a version's: a snapshot set aside as corrupt, a write in
     // progress, a sub dir that holds version names; and another store's journals.
     Seq("1.snapshot.corrupt-1700000000000", s".${latest + 1}.journal.6a1f.tmp", "notes.txt",
-      "sub/1.journal", "sub/1.snapshot", "../other-store/1.journal", "../other-store/2.journal").foreach { n =>
+      "sub/1.journal", "sub/1.snapshot", "../other-store/1.journal",
+      "../other-store/2.journal").foreach { n =>
       val f = new File(store, n)
       f.getParentFile.mkdirs()
       Files.write(f.toPath, n.getBytes)
@@ -65,8 +68,8 @@ class CleanerSuite extends AnyFunSuite {
       val latest = before.latestVersion
       val keepFrom = before.latestSnapshotAtOrBelow(latest - retain)
       val expected = if (latest - retain <= 0 || keepFrom == 0) Set.empty[String]
-        else (before.journals.filter(_ < keepFrom).map(v => s"ckpt/$v.journal") ++
-          before.snapshots.filter(_ < keepFrom).map(v => s"ckpt/$v.snapshot"))
+      else (before.journals.filter(_ < keepFrom).map(v => s"ckpt/$v.journal") ++
+      before.snapshots.filter(_ < keepFrom).map(v => s"ckpt/$v.snapshot"))
       val clue = s"seed $seed: retain $retain of $before"
       assert(new Cleaner(dir).cleanup(retain) === expected.size, clue)
       assert(contents(root) === files -- expected, clue)
@@ -103,7 +106,8 @@ class CleanerSuite extends AnyFunSuite {
       assert(new Cleaner(dir).cleanup(3) === (keepFrom - 1) + Seq(4L, snapshot).count(_ < keepFrom),
         s"snapshot $snapshot")
       val left = dir.list()
-      assert(left.journals === (keepFrom to 10L).toSet && left.snapshots === Set(4L, snapshot).filter(_ >= keepFrom))
+      assert(left.journals === (keepFrom to 10L).toSet && left.snapshots === Set(4L,
+        snapshot).filter(_ >= keepFrom))
     }
   }
 
@@ -114,12 +118,14 @@ class CleanerSuite extends AnyFunSuite {
       (1L to 6L).foreach(write(dir, StateFile.Journal, _))
       assert(cleaner.cleanup(1) === 0, "no snapshot")
       write(dir, StateFile.Snapshot, 3)
-      assert(Seq(4, 6, 7, Int.MaxValue).map(cleaner.cleanup) === Seq(0, 0, 0, 0), "horizon 2 or below")
+      assert(Seq(4, 6, 7, Int.MaxValue).map(cleaner.cleanup) === Seq(0, 0, 0, 0),
+        "horizon 2 or below")
       assert(dir.list() === CheckpointDir.Listing((1L to 6L).toSet, Set(3L)))
     }
   }
 
-  test("a damaged or foreign snapshot to keep from, or another provider's file, leaves every file alone") {
+  test(
+    "a damaged or foreign snapshot to keep from, or another provider's file, leaves every file alone") {
     val damage: Seq[(String, (CheckpointDir, File) => Unit)] = Seq(
       "an empty snapshot" -> ((_, f) => Files.write(f.toPath, Array.emptyByteArray)),
       "a snapshot truncated after its header" -> { (_, f) =>
@@ -131,9 +137,12 @@ class CleanerSuite extends AnyFunSuite {
       "a snapshot with a damaged magic" -> { (_, f) =>
         val b = Files.readAllBytes(f.toPath); b(0) = (b(0) ^ 1).toByte; Files.write(f.toPath, b)
       },
-      "an HDFS provider's snapshot (lz4 stream)" -> ((_, f) => Files.write(f.toPath, "LZ4Block-rest".getBytes)),
-      "an HDFS provider's delta" -> ((dir, _) => Files.write(new File(storeDir(dir), "11.delta").toPath, Array[Byte](0))),
-      "RocksDB's changelog" -> ((dir, _) => Files.write(new File(storeDir(dir), "2.changelog").toPath, Array[Byte](0))))
+      "an HDFS provider's snapshot (lz4 stream)" -> ((_, f) =>
+        Files.write(f.toPath, "LZ4Block-rest".getBytes)),
+      "an HDFS provider's delta" -> ((dir, _) =>
+        Files.write(new File(storeDir(dir), "11.delta").toPath, Array[Byte](0))),
+      "RocksDB's changelog" -> ((dir, _) =>
+        Files.write(new File(storeDir(dir), "2.changelog").toPath, Array[Byte](0))))
     for ((what, harm) <- damage) withDirs("cleaner") { (dir, _) =>
       (1L to 10L).foreach(write(dir, StateFile.Journal, _))
       Seq(2L, 5L).foreach(write(dir, StateFile.Snapshot, _))

@@ -15,21 +15,25 @@ class ClientConfSuite extends AnyFunSuite {
     assert(CloseRetriesKey === BlockWrite.LOCATEFOLLOWINGBLOCK_RETRIES_KEY)
   }
 
-  test("a shorter first wait, and a slow datanode fails a close no sooner than with Hadoop's defaults") {
+  test(
+    "a shorter first wait, and a slow datanode fails a close no sooner than with Hadoop's defaults") {
     val user = new Configuration()
     user.set("fs.defaultFS", "hdfs://nn:8020")
-    val before = user.get(CloseFirstWaitKey) // null, or hdfs-default.xml's once HDFS's classes loaded
+    val before =
+      user.get(CloseFirstWaitKey) // null, or hdfs-default.xml's once HDFS's classes loaded
     val c = forCheckpoint(user)
     assert(c.getInt(CloseFirstWaitKey, -1) === CloseFirstWaitMs)
     assert(c.getInt(CloseRetriesKey, -1) === CloseRetries)
     assert(CloseFirstWaitMs < BlockWrite.LOCATEFOLLOWINGBLOCK_INITIAL_DELAY_MS_DEFAULT)
     assert(patienceMs(CloseFirstWaitMs, CloseRetries) >= patienceMs(
-      BlockWrite.LOCATEFOLLOWINGBLOCK_INITIAL_DELAY_MS_DEFAULT, BlockWrite.LOCATEFOLLOWINGBLOCK_RETRIES_DEFAULT))
+      BlockWrite.LOCATEFOLLOWINGBLOCK_INITIAL_DELAY_MS_DEFAULT,
+      BlockWrite.LOCATEFOLLOWINGBLOCK_RETRIES_DEFAULT))
     assert(c.get("fs.defaultFS") === "hdfs://nn:8020")
     assert(user.get(CloseFirstWaitKey) === before, "the user's conf is left as it was")
   }
 
-  test("Hadoop's defaults (hdfs-default.xml) are replaced; a value the user set, for either key, is kept") {
+  test(
+    "Hadoop's defaults (hdfs-default.xml) are replaced; a value the user set, for either key, is kept") {
     val withDefaults = new Configuration()
     withDefaults.addResource("hdfs-default.xml")
     assert(withDefaults.get(CloseFirstWaitKey) != null)

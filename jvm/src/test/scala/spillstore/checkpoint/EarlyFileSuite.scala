@@ -31,14 +31,16 @@ class EarlyFileSuite extends AnyFunSuite {
       opens: AtomicInteger = new AtomicInteger): (EarlyFile, Recorded) = {
     val out = new Recorded
     val started = new CountDownLatch(1)
-    val early = new EarlyFile(StateFile.Journal, 7, () => {
-      opens.incrementAndGet()
-      started.countDown()
-      assert(gate.await(30, TimeUnit.SECONDS))
-      if (fail) throw new IOException("storage refused the create")
-      EarlyFile.Opened(out, new StateFile.Writer(out, StateFile.Journal, 7,
-        SpillStoreSparkBridge.compressionCodec("lz4")))
-    })
+    val early = new EarlyFile(StateFile.Journal, 7,
+      () => {
+        opens.incrementAndGet()
+        started.countDown()
+        assert(gate.await(30, TimeUnit.SECONDS))
+        if (fail) throw new IOException("storage refused the create")
+        EarlyFile.Opened(out,
+          new StateFile.Writer(out, StateFile.Journal, 7,
+            SpillStoreSparkBridge.compressionCodec("lz4")))
+      })
     if (!queued) assert(started.await(30, TimeUnit.SECONDS))
     (early, out)
   }

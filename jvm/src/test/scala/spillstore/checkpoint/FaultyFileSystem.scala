@@ -45,18 +45,22 @@ object FaultyFileSystem {
 
   /** Runs `body` with reads of `fileName` failing with `error` after `afterBytes` bytes. */
   def failing[T](fileName: String, afterBytes: Long, error: () => IOException)(body: => T): T = {
-    if (fault.isDefined) throw new IllegalStateException(s"FaultyFileSystem: already armed ($fault)")
+    if (fault.isDefined)
+      throw new IllegalStateException(s"FaultyFileSystem: already armed ($fault)")
     fault = Some(Fault(fileName, afterBytes, error))
-    try body finally fault = None
+    try body
+    finally fault = None
   }
 
   @volatile private var failingList: Option[String] = None
 
   /** Runs `body` with every listing of a directory whose path ends in `suffix` failing. */
   def failingListsOf[T](suffix: String)(body: => T): T = {
-    if (failingList.isDefined) throw new IllegalStateException(s"FaultyFileSystem: already failing $failingList")
+    if (failingList.isDefined)
+      throw new IllegalStateException(s"FaultyFileSystem: already failing $failingList")
     failingList = Some(suffix)
-    try body finally failingList = None
+    try body
+    finally failingList = None
   }
 
   /** The checkpoint root `dir` (a local path) seen through this file system. */

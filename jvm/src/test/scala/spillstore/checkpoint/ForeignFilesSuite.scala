@@ -7,7 +7,9 @@ import java.util.UUID
 import org.apache.hadoop.conf.Configuration
 import org.scalatest.funsuite.AnyFunSuite
 
-import org.apache.spark.sql.execution.streaming.state.{NoPrefixKeyStateEncoderSpec, StateStoreConf, StateStoreId, StateStoreProvider}
+import org.apache.spark.sql.execution.streaming.state.{
+  NoPrefixKeyStateEncoderSpec, StateStoreConf, StateStoreId, StateStoreProvider
+}
 
 import spillstore.SpillStoreProviderSuite._
 import spillstore.TempDirs
@@ -83,8 +85,8 @@ class ForeignFilesSuite extends AnyFunSuite {
           val e = intercept[IllegalStateException](fresh.getStore(10))
           Seq(s"$dir holds", "9.snapshot (written by", HdfsProvider, "python -m spillstore migrate")
             .foreach { part =>
-            assert(e.getMessage.contains(part), s"'$part' not in: ${e.getMessage}")
-          }
+              assert(e.getMessage.contains(part), s"'$part' not in: ${e.getMessage}")
+            }
           // Cleanup would keep from 9 and delete everything before it: it must not trust it.
           fresh.doCleanupMaintenance()
         }

@@ -14,21 +14,25 @@ import spillstore.metrics.ExecutorStats
 class SnapshotterSuite extends AnyFunSuite {
   private def key(rnd: Random): Array[Byte] = {
     val k = new Array[Byte](1 + rnd.nextInt(3)) // few, short keys: many repeats and removals
-    rnd.nextBytes(k)                            // negative bytes too: unsigned order matters
+    rnd.nextBytes(k) // negative bytes too: unsigned order matters
     k
   }
 
-  private def readAll(dir: CheckpointDir, kind: StateFile.Kind, v: Long): Seq[(Seq[Byte], Seq[Byte])] = {
+  private def readAll(dir: CheckpointDir, kind: StateFile.Kind, v: Long)
+      : Seq[(Seq[Byte], Seq[Byte])] = {
     val out = Seq.newBuilder[(Seq[Byte], Seq[Byte])]
     dir.read(kind, v)((k, value) => out += (k.toSeq -> Option(value).map(_.toSeq).orNull))
     out.result()
   }
 
   private def unsignedSorted(keys: Seq[Seq[Byte]]): Boolean =
-    keys.zip(keys.drop(1)).forall { case (a, b) => java.util.Arrays.compareUnsigned(a.toArray, b.toArray) < 0 }
+    keys.zip(keys.drop(1)).forall { case (a, b) =>
+      java.util.Arrays.compareUnsigned(a.toArray, b.toArray) < 0
+    }
 
   // A tiny fan-in forces run files and merges of open sources.
-  test("snapshots from journals equal the state, sorted, with bounded fan-in, and leave no run behind") {
+  test(
+    "snapshots from journals equal the state, sorted, with bounded fan-in, and leave no run behind") {
     for (seed <- 1 to 5) withDirs("snapshotter") { (dir, local) =>
       val rnd = new Random(seed)
       val model = mutable.Map.empty[Seq[Byte], Seq[Byte]]
@@ -44,7 +48,9 @@ class SnapshotterSuite extends AnyFunSuite {
         dir.write(StateFile.Journal, v) { w =>
           records.foreach { case (k, value) => w.record(k.toArray, value) }
         }
-        batch.foreach { case (k, value) => if (value == null) model -= k else model(k) = value.toSeq }
+        batch.foreach { case (k, value) =>
+          if (value == null) model -= k else model(k) = value.toSeq
+        }
         if (v % 8 == 0) { // snapshots over a base snapshot, too
           assert(tiny.snapshot(v, dir.list()) === Some(v))
           val snap = readAll(dir, StateFile.Snapshot, v)
@@ -52,7 +58,7 @@ class SnapshotterSuite extends AnyFunSuite {
           assert(snap.toMap === model.toMap, s"seed $seed v $v")
           // Only this JVM's dir (and its lock) stays: runs live inside it (see LocalDirs).
           assert(FileUtils.listFiles(local, null, true).asScala.map(_.getName).forall(
-            _ == LocalDirs.LockFileName), "run files left behind")
+              _ == LocalDirs.LockFileName), "run files left behind")
           assert(local.list().forall(_.startsWith(s"jvm-${ProcessHandle.current().pid()}-")),
             s"runs outside this JVM's dir: ${local.list().mkString(", ")}")
         }
@@ -61,10 +67,11 @@ class SnapshotterSuite extends AnyFunSuite {
     }
   }
 
-  test("a file is written in key order: an out-of-order or repeated key is refused, naming the file") {
+  test(
+    "a file is written in key order: an out-of-order or repeated key is refused, naming the file") {
     withDirs("snapshotter") { (dir, _) =>
       for (keys <- Seq(Seq(Array[Byte](2), Array[Byte](1)), Seq(Array[Byte](1), Array[Byte](1)),
-        Seq(Array[Byte](-1), Array[Byte](1)))) { // unsigned: 0xff sorts after 0x01
+          Seq(Array[Byte](-1), Array[Byte](1)))) { // unsigned: 0xff sorts after 0x01
         val e = intercept[IllegalArgumentException] {
           dir.write(StateFile.Journal, 5) { w => keys.foreach(k => w.put(k, k)) }
         }
@@ -77,8 +84,11 @@ class SnapshotterSuite extends AnyFunSuite {
   test("format 2 files are read; format 1 (development builds' unsorted journals) and a newer " +
     "format are refused, naming the file, its format and the formats read") {
     withDirs("snapshotter") { (dir, _) =>
-      dir.write(StateFile.Journal, 1)(w => { w.remove(Array[Byte](1)); w.put(Array[Byte](2), Array[Byte](0)) })
-      assert(readAll(dir, StateFile.Journal, 1) === Seq(Seq[Byte](1) -> null, Seq[Byte](2) -> Seq[Byte](0)))
+      dir.write(StateFile.Journal, 1)(w => {
+        w.remove(Array[Byte](1)); w.put(Array[Byte](2), Array[Byte](0))
+      })
+      assert(readAll(dir, StateFile.Journal, 1) === Seq(Seq[Byte](1) -> null,
+        Seq[Byte](2) -> Seq[Byte](0)))
       for ((v, format, writer) <- Seq((2, 1, "older"), (3, StateFile.FormatVersion + 1, "newer"))) {
         dir.write(StateFile.Journal, v, format)(w => w.put(Array[Byte](1), Array[Byte](7)))
         val e = intercept[StateFile.UnreadableFormatException](readAll(dir, StateFile.Journal, v))

@@ -53,12 +53,14 @@ class SortedChangesSuite extends AnyFunSuite {
       val model = TreeMap.newBuilder[Seq[Byte], Option[Seq[Byte]]](unsignedOrder)
       for (v <- 1L to version) {
         val records = Seq.fill(rnd.nextInt(40)) {
-          key(rnd) -> (if (rnd.nextInt(4) == 0) None else Some(Seq.fill(rnd.nextInt(3))(rnd.nextInt().toByte)))
+          key(rnd) -> (if (rnd.nextInt(4) == 0) None
+                       else Some(Seq.fill(rnd.nextInt(3))(rnd.nextInt().toByte)))
         }
         writeJournal(dir, v, records)
         if (v > base) model ++= records // a builder keeps the last value of a repeated key
       }
-      val maxOpen = if (rnd.nextBoolean()) 2 + rnd.nextInt(3) else SortedChanges.DefaultMaxOpenSources
+      val maxOpen =
+        if (rnd.nextBoolean()) 2 + rnd.nextInt(3) else SortedChanges.DefaultMaxOpenSources
       val changes = SortedChanges.squash(dir, base, version, () => local, maxOpen)
       val runs = runFilesUnder(local)
       val merged = drain(changes)
@@ -77,10 +79,13 @@ class SortedChangesSuite extends AnyFunSuite {
     for (seed <- 1 to 20) withDirs("sorted-changes") { (dir, local) =>
       val rnd = new Random(seed)
       val model = TreeMap(Seq.fill(rnd.nextInt(300)) {
-        Seq.fill(rnd.nextInt(4))(rnd.nextInt().toByte) -> Some(Seq.fill(rnd.nextInt(3))(rnd.nextInt().toByte))
+        Seq.fill(rnd.nextInt(4))(rnd.nextInt().toByte) -> Some(
+          Seq.fill(rnd.nextInt(3))(rnd.nextInt().toByte))
       }: _*)(unsignedOrder)
       val (maxKeys, maxOpen) = (1 + rnd.nextInt(60), 2 + rnd.nextInt(3))
-      val records = rnd.shuffle(model.toSeq).iterator.map { case (k, v) => k.toArray -> v.get.toArray }
+      val records = rnd.shuffle(model.toSeq).iterator.map { case (k, v) =>
+        k.toArray -> v.get.toArray
+      }
       val changes = SortedChanges.sort(dir, records, () => local, maxKeys, maxOpen)
       val runs = runFilesUnder(local)
       val clue = s"seed $seed: ${model.size} records, $maxKeys keys in memory, $maxOpen sources"
@@ -135,7 +140,8 @@ class SortedChangesSuite extends AnyFunSuite {
       check(dir, () => SortedChanges.squash(dir, 0, 5, () => local, 3), local)
     }
 
-  test("a missing journal fails the merge, naming the journal, and deletes the runs written before it") {
+  test(
+    "a missing journal fails the merge, naming the journal, and deletes the runs written before it") {
     withRunsThenJournal5(_ => ()) { (_, squash, local) =>
       val e = intercept[SortedChanges.UnreadableJournal](squash())
       assert(e.version == 5 && e.getCause.isInstanceOf[java.io.FileNotFoundException], e)
@@ -149,7 +155,8 @@ class SortedChangesSuite extends AnyFunSuite {
       val rnd = new Random(2)
       writeJournal(dir, 5, Seq.fill(3000)(Seq.fill(4)(rnd.nextInt().toByte) -> Some(Seq(2))))
       val f = new RandomAccessFile(new File(dir.file(StateFile.Journal, 5).toUri), "rw")
-      try f.setLength(f.length - 20) finally f.close()
+      try f.setLength(f.length - 20)
+      finally f.close()
     }) { (_, squash, local) =>
       val e = intercept[SortedChanges.UnreadableJournal](drain(squash()))
       assert(e.version == 5 && e.getCause.isInstanceOf[StateFile.CorruptFileException], e)
@@ -159,12 +166,13 @@ class SortedChangesSuite extends AnyFunSuite {
   }
 
   test("closing a merge before reading it to the end deletes its runs") {
-    withRunsThenJournal5(dir => writeJournal(dir, 5, Seq(Seq[Byte](9) -> None))) { (_, squash, local) =>
-      val changes = squash()
-      assert(changes.head != null)
-      changes.advance()
-      changes.close()
-      assert(local.isDirectory && leftUnder(local).isEmpty, s"left ${leftUnder(local)}")
+    withRunsThenJournal5(dir => writeJournal(dir, 5, Seq(Seq[Byte](9) -> None))) {
+      (_, squash, local) =>
+        val changes = squash()
+        assert(changes.head != null)
+        changes.advance()
+        changes.close()
+        assert(local.isDirectory && leftUnder(local).isEmpty, s"left ${leftUnder(local)}")
     }
   }
 }

@@ -32,7 +32,8 @@ class StateFileSuite extends AnyFunSuite {
   }
 
   private def allocatedBytes(): Long = ManagementFactory.getThreadMXBean
-    .asInstanceOf[com.sun.management.ThreadMXBean].getThreadAllocatedBytes(Thread.currentThread().getId)
+    .asInstanceOf[com.sun.management.ThreadMXBean].getThreadAllocatedBytes(
+      Thread.currentThread().getId)
 
   test("a damaged length field is found as a truncated file before its length is allocated") {
     val file = withValueLength(valueLength = 200 << 20, valueBytes = 1000)
@@ -42,8 +43,9 @@ class StateFileSuite extends AnyFunSuite {
     val e = intercept[StateFile.CorruptFileException](reader.next())
     val allocated = allocatedBytes() - before
     assert(e.getMessage.contains("1.journal") && e.getMessage.contains("truncated"), e.getMessage)
-    assert(allocated < (16L << 20), s"$allocated bytes allocated for a 200 MB length in a " +
-      s"${file.length}-byte file")
+    assert(allocated < (16L << 20),
+      s"$allocated bytes allocated for a 200 MB length in a " +
+        s"${file.length}-byte file")
   }
 
   test("a record longer than a read chunk reads back whole") {

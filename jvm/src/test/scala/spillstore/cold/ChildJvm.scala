@@ -29,8 +29,10 @@ object ChildJvm {
     drain.setDaemon(true)
     drain.start()
     if (seen.isEmpty) stop(child)
-    assert(seen.isDefined, s"the child JVM ($main) never printed '$prefix' (exit ${
-      if (child.isAlive) "none yet" else child.exitValue()}):\n${before.takeRight(20).mkString("\n")}")
+    assert(seen.isDefined,
+      s"the child JVM ($main) never printed '$prefix' (exit ${
+          if (child.isAlive) "none yet" else child.exitValue()
+        }):\n${before.takeRight(20).mkString("\n")}")
     (child, seen.get.stripPrefix(prefix))
   }
 

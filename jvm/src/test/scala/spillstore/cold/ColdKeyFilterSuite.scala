@@ -11,11 +11,14 @@ class ColdKeyFilterSuite extends AnyFunSuite {
   private def mightContain(f: ColdKeyFilter, k: Array[Byte]): Boolean =
     f.mightContain(k, Platform.BYTE_ARRAY_OFFSET, k.length, HeapTier.hashOf(k))
 
-  test("every added key is found across growing layers, absent keys rarely are, and clear forgets all") {
+  test(
+    "every added key is found across growing layers, absent keys rarely are, and clear forgets all") {
     val f = new ColdKeyFilter(firstCapacity = 1000)
     assert(!mightContain(f, key(1)) && f.bytes == 0)
     val n = 300000 // layers of 1k, 2k, ... 256k keys: nine layers
-    (0L until n).foreach { i => val k = key(i); f.add(k, Platform.BYTE_ARRAY_OFFSET, k.length, HeapTier.hashOf(k)) }
+    (0L until n).foreach { i =>
+      val k = key(i); f.add(k, Platform.BYTE_ARRAY_OFFSET, k.length, HeapTier.hashOf(k))
+    }
     assert((0L until n).forall(i => mightContain(f, key(i))), "a false negative")
     val absent = 200000
     val falsePositives = (n.toLong until n.toLong + absent).count(i => mightContain(f, key(i)))
@@ -56,18 +59,24 @@ class ColdKeyFilterSuite extends AnyFunSuite {
   test("one full layer has under 1 % false positives, as documented") {
     val capacity = 100000
     val f = new ColdKeyFilter(firstCapacity = capacity)
-    (0L until capacity).foreach { i => val k = key(i); f.add(k, Platform.BYTE_ARRAY_OFFSET, k.length, HeapTier.hashOf(k)) }
+    (0L until capacity).foreach { i =>
+      val k = key(i); f.add(k, Platform.BYTE_ARRAY_OFFSET, k.length, HeapTier.hashOf(k))
+    }
     val absent = 400000
     val falsePositives =
       (capacity.toLong until capacity.toLong + absent).count(i => mightContain(f, key(i)))
     assert(falsePositives < absent / 100, s"$falsePositives false positives of $absent")
   }
 
-  test("past its byte limit the layers take twice their keys, with more false positives, then the filter gives up") {
-    def add(f: ColdKeyFilter, i: Long): Boolean = { val k = key(i); f.add(k, Platform.BYTE_ARRAY_OFFSET, k.length, HeapTier.hashOf(k)) }
+  test(
+    "past its byte limit the layers take twice their keys, with more false positives, then the filter gives up") {
+    def add(f: ColdKeyFilter, i: Long): Boolean = {
+      val k = key(i); f.add(k, Platform.BYTE_ARRAY_OFFSET, k.length, HeapTier.hashOf(k))
+    }
     def falsePositives(f: ColdKeyFilter): Double =
       (1L << 40 until (1L << 40) + 100000).count(i => mightContain(f, key(i))) / 100000.0
-    val f = new ColdKeyFilter(firstCapacity = 1000, maxBytes = 10000) // layers of 1k and 2k keys fit, not 4k
+    val f = new ColdKeyFilter(firstCapacity = 1000,
+      maxBytes = 10000) // layers of 1k and 2k keys fit, not 4k
     assert((0L until 3000L).forall(i => !add(f, i)))
     val (bytes, atTwelveBits) = (f.bytes, falsePositives(f))
     assert(bytes > 0 && bytes <= 10000 && f.layerCount == 2)
@@ -77,7 +86,8 @@ class ColdKeyFilterSuite extends AnyFunSuite {
       n += 1
       assert(n < 10000, "the filter took more keys than 6 bits a key allow")
     }
-    assert(n > 5500 && n < 6000, s"gave up at $n keys, where 6 bits a key in $bytes bytes hold about 5,900")
+    assert(n > 5500 && n < 6000,
+      s"gave up at $n keys, where 6 bits a key in $bytes bytes hold about 5,900")
     assert(!add(f, n), "gives up once")
     assert(f.bytes === 0)
     assert((0L to n).forall(i => mightContain(f, key(i))) && mightContain(f, key(1L << 40)))
@@ -95,8 +105,11 @@ class ColdKeyFilterSuite extends AnyFunSuite {
       s"false positives: $atTwelveBits at 12 bits a key, $overfilled overfilled")
   }
 
-  test("a filter told how many keys to expect holds them in one layer, with fewer false positives than doubling") {
-    def add(f: ColdKeyFilter, i: Long): Unit = { val k = key(i); f.add(k, Platform.BYTE_ARRAY_OFFSET, k.length, HeapTier.hashOf(k)) }
+  test(
+    "a filter told how many keys to expect holds them in one layer, with fewer false positives than doubling") {
+    def add(f: ColdKeyFilter, i: Long): Unit = {
+      val k = key(i); f.add(k, Platform.BYTE_ARRAY_OFFSET, k.length, HeapTier.hashOf(k))
+    }
     val n = 200000
     val sized = new ColdKeyFilter(firstCapacity = 1000)
     sized.expect(n)
@@ -105,18 +118,23 @@ class ColdKeyFilterSuite extends AnyFunSuite {
     assert(sized.layerCount === 1 && doubled.layerCount === 8)
     assert((0L until n).forall(i => mightContain(sized, key(i))), "a false negative")
     val absent = 400000
-    def falsePositives(f: ColdKeyFilter) = (n.toLong until n.toLong + absent).count(i => mightContain(f, key(i)))
+    def falsePositives(f: ColdKeyFilter) =
+      (n.toLong until n.toLong + absent).count(i => mightContain(f, key(i)))
     val (one, eight) = (falsePositives(sized), falsePositives(doubled))
-    assert(one < absent / 100 && one * 3 < eight, s"$one (one layer) against $eight (eight layers) of $absent")
+    assert(one < absent / 100 && one * 3 < eight,
+      s"$one (one layer) against $eight (eight layers) of $absent")
     sized.expect(10L * n)
     add(sized, n)
-    assert(sized.layerCount === 2 && sized.bytes < 5L * n, "expect sizes the first layer only: the second doubles it")
+    assert(sized.layerCount === 2 && sized.bytes < 5L * n,
+      "expect sizes the first layer only: the second doubles it")
     sized.clear()
     assert(sized.bytes === 0)
   }
 
   test("the expected size is bounded: at least firstCapacity, at most a quarter of maxBytes") {
-    def add(f: ColdKeyFilter, i: Long): Unit = { val k = key(i); f.add(k, Platform.BYTE_ARRAY_OFFSET, k.length, HeapTier.hashOf(k)) }
+    def add(f: ColdKeyFilter, i: Long): Unit = {
+      val k = key(i); f.add(k, Platform.BYTE_ARRAY_OFFSET, k.length, HeapTier.hashOf(k))
+    }
     val small = new ColdKeyFilter(firstCapacity = 1000)
     small.expect(10)
     add(small, 0)

@@ -72,8 +72,9 @@ class ColdMemorySuite extends AnyFunSuite {
       // over 3 times the share).
       tiers.foreach(awaitFlushed)
       val total = tiers.map(_.memtableBytes).sum
-      assert(total <= 2 * share, s"memtables of $count tiers hold $total bytes; the shared " +
-        s"share is $share")
+      assert(total <= 2 * share,
+        s"memtables of $count tiers hold $total bytes; the shared " +
+          s"share is $share")
     } finally {
       tiers.foreach(_.close())
       memory.writeBuffers.close()

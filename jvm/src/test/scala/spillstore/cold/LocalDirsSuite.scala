@@ -18,7 +18,8 @@ class LocalDirsSuite extends AnyFunSuite {
 
   private def withTempRoot(body: File => Unit): Unit = {
     val root = Files.createTempDirectory("spillstore-localdirs").toFile
-    try body(root) finally FileUtils.deleteQuietly(root)
+    try body(root)
+    finally FileUtils.deleteQuietly(root)
   }
 
   test("16 threads spilling first at once under a parent that does not exist yet all succeed") {
@@ -41,8 +42,9 @@ class LocalDirsSuite extends AnyFunSuite {
             catch { case e: java.util.concurrent.ExecutionException => failures += e.getCause }
           }
           try {
-            assert(failures.isEmpty, s"round $round: ${failures.size} of $Threads creations " +
-              s"failed, first: ${failures.headOption.map(_.toString).getOrElse("")}")
+            assert(failures.isEmpty,
+              s"round $round: ${failures.size} of $Threads creations " +
+                s"failed, first: ${failures.headOption.map(_.toString).getOrElse("")}")
             assert(tiers.map(_.dir).distinct.size == Threads)
             assert(tiers.forall(_.dir.isDirectory), s"round $round: a cold tier has no directory")
           } finally tiers.foreach(_.close())
@@ -74,9 +76,13 @@ class LocalDirsSuite extends AnyFunSuite {
       // can be proven dead (no lock file to take), so the sweep must leave all of it.
       val foreign = Seq("jvm-1-nolockfile", "notes", "spillstore-op0-p0-default-olduuid")
         .map(new File(parent, _))
-      foreign.foreach { d => assert(d.mkdirs()); Files.write(new File(d, "f").toPath, Array[Byte](7)) }
+      foreign.foreach { d =>
+        assert(d.mkdirs()); Files.write(new File(d, "f").toPath, Array[Byte](7))
+      }
       val a = ColdTier.create(parent, "a")
-      val b = try ColdTier.create(parent, "b") catch { case e: Throwable => a.close(); throw e }
+      val b =
+        try ColdTier.create(parent, "b")
+        catch { case e: Throwable => a.close(); throw e }
       try {
         val jvmDir = a.dir.getParentFile
         assert(b.dir.getParentFile == jvmDir, s"${a.dir} and ${b.dir} are in different dirs")
@@ -97,11 +103,13 @@ class LocalDirsSuite extends AnyFunSuite {
       val (child, tier) = ChildJvm.start("spillstore.cold.ColdTierHolder",
         Seq(new File(local, "spill").getPath), "cold ", umask = Some("022"))
       try {
-        val dirs = FileUtils.listFilesAndDirs(local, FalseFileFilter.INSTANCE, TrueFileFilter.INSTANCE)
-          .asScala.map(_.toPath).toList
+        val dirs =
+          FileUtils.listFilesAndDirs(local, FalseFileFilter.INSTANCE, TrueFileFilter.INSTANCE)
+            .asScala.map(_.toPath).toList
         assert(dirs.contains(new File(tier).toPath), s"the child's cold tier $tier is not in $dirs")
-        val open = dirs.map(d => d -> PosixFilePermissions.toString(Files.getPosixFilePermissions(d)))
-          .filter(_._2 != "rwx------")
+        val open =
+          dirs.map(d => d -> PosixFilePermissions.toString(Files.getPosixFilePermissions(d)))
+            .filter(_._2 != "rwx------")
         assert(open.isEmpty, s"directories others can read: ${open.mkString(", ")}")
         assert(ChildJvm.exit(child) == 0)
       } finally ChildJvm.stop(child)

@@ -19,7 +19,8 @@ class LocalDirsSweepSuite extends AnyFunSuite {
 
   /** A ColdTierHolder child JVM with a cold tier under `parent`, and that tier's directory. */
   private def startHolder(parent: File): (Process, File) = {
-    val (child, dir) = ChildJvm.start("spillstore.cold.ColdTierHolder", Seq(parent.getPath), "cold ")
+    val (child, dir) =
+      ChildJvm.start("spillstore.cold.ColdTierHolder", Seq(parent.getPath), "cold ")
     (child, new File(dir))
   }
 
@@ -117,7 +118,8 @@ class LocalDirsSweepSuite extends AnyFunSuite {
         TrueFileFilter.INSTANCE).toArray(Array.empty[File]).toSeq
         .filter(_.getName.startsWith("spillstore-snapshot-runs-"))
       val deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(30)
-      while (runDirs.forall(d => Option(d.list()).forall(_.isEmpty)) && System.nanoTime() < deadline) {
+      while (runDirs.forall(d =>
+          Option(d.list()).forall(_.isEmpty)) && System.nanoTime() < deadline) {
         Thread.sleep(10)
       }
       val runs = runDirs
@@ -131,7 +133,8 @@ class LocalDirsSweepSuite extends AnyFunSuite {
     } finally {
       ChildJvm.stop(child)
       if (mine != null) mine.close()
-      Files.deleteIfExists(new File(root, "checkpoint/3.journal").toPath) // deleting opens it: blocks
+      Files.deleteIfExists(new File(root,
+          "checkpoint/3.journal").toPath) // deleting opens it: blocks
       FileUtils.deleteQuietly(root)
     }
   }

@@ -21,7 +21,9 @@ class WriteBatchBytesSuite extends AnyFunSuite {
 
   /** The puts as a WriteBatchBytes, each key and value at an offset inside a larger array. */
   private def coldWrite(ps: Seq[(Array[Byte], Array[Byte])]): WriteBatchBytes = {
-    val w = new WriteBatchBytes(ps.map { case (k, v) => WriteBatchBytes.putBytes(k.length, v.length) }.sum)
+    val w = new WriteBatchBytes(ps.map { case (k, v) =>
+      WriteBatchBytes.putBytes(k.length, v.length)
+    }.sum)
     ps.foreach { case (k, v) =>
       val key = bytes(3) ++ k ++ bytes(2)
       val value = bytes(5) ++ v
@@ -45,8 +47,11 @@ class WriteBatchBytesSuite extends AnyFunSuite {
       val tier = new ColdTier(new File(root, "tier"))
       try {
         val batch = coldWrite(puts).toWriteBatch
-        try tier.write(batch) finally batch.close()
-        puts.foreach { case (k, v) => assert(tier.get(k).toSeq === v.toSeq, s"${k.length}-byte key") }
+        try tier.write(batch)
+        finally batch.close()
+        puts.foreach { case (k, v) =>
+          assert(tier.get(k).toSeq === v.toSeq, s"${k.length}-byte key")
+        }
       } finally tier.close()
     }
   }

@@ -41,7 +41,8 @@ class CorruptionRepairSuite extends AnyFunSuite {
       (24 until n by 97)).distinct.filter(l => l >= 0 && l < n)
     val flips = ((0 until 32) ++ (32 until n - 12 by stride) ++ (n - 12 until n)).distinct
     cuts.map(l => s"truncated to $l of $n bytes" -> good.take(l)) ++
-      flips.flatMap(at => Seq(0x01, 0x80).map { bit =>
+    flips.flatMap(at =>
+      Seq(0x01, 0x80).map { bit =>
         val b = good.clone(); b(at) = (b(at) ^ bit).toByte
         s"bit 0x${bit.toHexString} flipped at $at of $n bytes" -> b
       })
@@ -60,9 +61,11 @@ class CorruptionRepairSuite extends AnyFunSuite {
       for ((damage, bytes) <- trials) {
         Files.write(f.toPath, bytes)
         withProvider(rootOf(dir)) { (fresh, _) =>
-          val opened = try Right(fresh.getStore(10)) catch {
-            case e: StateFile.UnreadableFormatException => Left(e)
-          }
+          val opened =
+            try Right(fresh.getStore(10))
+            catch {
+              case e: StateFile.UnreadableFormatException => Left(e)
+            }
           opened match {
             case Left(e) =>
               // The format field flipped into a newer spillstore's: refused and left in place,
@@ -121,7 +124,8 @@ class CorruptionRepairSuite extends AnyFunSuite {
   test("a corrupt snapshot with no older base left is an error naming it, and stays in place") {
     withHistory { (dir, _) =>
       // As cleanup keeping from snapshot 6 would.
-      Seq("1.journal", "2.journal", "3.journal", "3.snapshot", "4.journal", "5.journal", "6.journal")
+      Seq("1.journal", "2.journal", "3.journal", "3.snapshot", "4.journal", "5.journal",
+        "6.journal")
         .foreach(n => assert(new File(dir, n).delete(), n))
       val f = new File(dir, "6.snapshot")
       val good = Files.readAllBytes(f.toPath)
@@ -187,25 +191,25 @@ class CorruptionRepairSuite extends AnyFunSuite {
 
   // Format 1 (unsorted journals) was written by development builds only: no release reads it.
   for ((format, writer) <- Seq(StateFile.FormatVersion + 1 -> "newer", 1 -> "older"))
-  test(s"a snapshot of format $format ($writer) is an error naming both formats, not damage") {
-    withHistory { (dir, _) =>
-      val f = new File(dir, "9.snapshot")
-      assert(f.delete())
-      val cd = new CheckpointDir(new Path(dir), new Configuration,
-        SpillStoreSparkBridge.compressionCodec("lz4"))
-      cd.write(StateFile.Snapshot, 9, format)(_ => ())
-      withProvider(rootOf(dir)) { (fresh, _) =>
-        val e = intercept[StateFile.UnreadableFormatException](fresh.getStore(10))
-        Seq(f.toString, s"file format $format",
-          s"the formats it reads: ${StateFile.ReadableFormats.mkString(", ")}",
-          s"$writer spillstore").foreach { part =>
-          assert(e.getMessage.contains(part), s"'$part' not in: ${e.getMessage}")
+    test(s"a snapshot of format $format ($writer) is an error naming both formats, not damage") {
+      withHistory { (dir, _) =>
+        val f = new File(dir, "9.snapshot")
+        assert(f.delete())
+        val cd = new CheckpointDir(new Path(dir), new Configuration,
+          SpillStoreSparkBridge.compressionCodec("lz4"))
+        cd.write(StateFile.Snapshot, 9, format)(_ => ())
+        withProvider(rootOf(dir)) { (fresh, _) =>
+          val e = intercept[StateFile.UnreadableFormatException](fresh.getStore(10))
+          Seq(f.toString, s"file format $format",
+            s"the formats it reads: ${StateFile.ReadableFormats.mkString(", ")}",
+            s"$writer spillstore").foreach { part =>
+            assert(e.getMessage.contains(part), s"'$part' not in: ${e.getMessage}")
+          }
         }
+        assert(f.exists() && new File(dir).list().forall(!_.contains(".corrupt-")),
+          new File(dir).list().toSeq)
       }
-      assert(f.exists() && new File(dir).list().forall(!_.contains(".corrupt-")),
-        new File(dir).list().toSeq)
     }
-  }
 
   test("a corrupt journal is never skipped, even with an older base: error naming it") {
     withHistory { (dir, expected) =>
@@ -219,7 +223,8 @@ class CorruptionRepairSuite extends AnyFunSuite {
           withProvider(rootOf(dir)) { (fresh, _) =>
             // Version v needs journal v after snapshot v-2 or v-1; older bases exist too.
             val loaded: Either[Exception, Map[Long, Long]] =
-              try Right(contents(fresh.getStore(v))) catch {
+              try Right(contents(fresh.getStore(v)))
+              catch {
                 case e: SparkException => Left(e)
                 case e: StateFile.UnreadableFormatException => Left(e)
               }
@@ -227,7 +232,7 @@ class CorruptionRepairSuite extends AnyFunSuite {
               case Left(e: StateFile.UnreadableFormatException) =>
                 // Format 2 -> 3: refused as a newer spillstore's file, named, never skipped.
                 assert(damage.startsWith("bit 0x1 flipped at 7 ") &&
-                  e.getMessage.contains(s"$v.journal"), s"$damage: $e")
+                    e.getMessage.contains(s"$v.journal"), s"$damage: $e")
               case Left(e: SparkException) =>
                 assert(e.getCondition === "CANNOT_LOAD_STATE_STORE.UNCATEGORIZED", damage)
                 assert(e.getCause.getMessage.contains(s"$v.journal"), s"$damage: ${e.getCause}")

@@ -27,8 +27,10 @@ class CrashInjectionSuite extends AnyFunSuite {
       s"-Djava.io.tmpdir=${System.getProperty("java.io.tmpdir")}", "-cp",
       System.getProperty("java.class.path")) ++
       sys.props.get("spillstore.test.jvmOpens").toSeq ++
-      Seq("--add-opens=java.base/java.nio=ALL-UNNAMED", "--add-opens=java.base/sun.nio.ch=ALL-UNNAMED",
-        "--add-opens=java.base/java.lang=ALL-UNNAMED", "--add-opens=java.base/java.util=ALL-UNNAMED",
+      Seq("--add-opens=java.base/java.nio=ALL-UNNAMED",
+        "--add-opens=java.base/sun.nio.ch=ALL-UNNAMED",
+        "--add-opens=java.base/java.lang=ALL-UNNAMED",
+        "--add-opens=java.base/java.util=ALL-UNNAMED",
         "spillstore.faults.CrashWorker", root, seed.toString, "100000")
     new ProcessBuilder(cmd: _*).redirectErrorStream(true).start()
   }
@@ -43,43 +45,46 @@ class CrashInjectionSuite extends AnyFunSuite {
     var seed = 0L
     val roots = collection.mutable.ArrayBuffer.empty[String]
     try for (trial <- 0 until Trials) {
-      if (trial % ChainLength == 0) {
-        root = Files.createTempDirectory("crash").toString
-        roots += root
-        seed = rnd.nextInt(1000000).toLong
-      }
-      val storeDir = new File(root, "0/0").getPath
-      val before = CrashWorker.latestCommitted(storeDir)
-      val worker = startWorker(root, seed)
-      val out = new BufferedReader(new InputStreamReader(worker.getInputStream))
-      // Kill during recovery now and then, otherwise some time into the commit loop.
-      val started = Iterator.continually(out.readLine()).takeWhile(_ != null)
-        .find(l => l.startsWith("started at") || l.contains("Exception"))
-      assert(started.exists(_.startsWith("started at")), s"trial $trial: worker said $started")
-      // Some kills hit recovery; the rest land after a random number of commits (up to 60:
-      // snapshots every 2 and cleanup keeping 3 run all along), a few ms into the next one.
-      val commits = if (rnd.nextInt(8) == 0) 0 else rnd.nextInt(60)
-      Iterator.continually(out.readLine()).takeWhile(_ != null)
-        .filter(_.startsWith("committed")).take(commits).foreach(_ => ())
-      Thread.sleep(rnd.nextInt(15).toLong)
-      worker.destroyForcibly() // SIGKILL
-      assert(worker.waitFor(30, TimeUnit.SECONDS))
-      assert(worker.exitValue() == 137, s"trial $trial: the worker exited by itself")
-      injected += 1
-      val latest = CrashWorker.latestCommitted(storeDir)
-      assert(latest >= before, s"trial $trial: committed versions went back from $before to $latest")
-      maxSeen += latest
-      // A fresh provider (a new executor) loads every retained version exactly.
-      val from = math.max(1L, latest - CrashWorker.MinBatchesToRetain)
-      withProvider(root, CrashWorker.conf) { (p, _) =>
-        for (v <- latest to from by -1) {
-          val s = p.getReadStore(v)
-          assert(contents(s) === CrashWorker.model(seed, v), s"trial $trial seed $seed version $v")
-          versionsChecked += 1
+        if (trial % ChainLength == 0) {
+          root = Files.createTempDirectory("crash").toString
+          roots += root
+          seed = rnd.nextInt(1000000).toLong
         }
+        val storeDir = new File(root, "0/0").getPath
+        val before = CrashWorker.latestCommitted(storeDir)
+        val worker = startWorker(root, seed)
+        val out = new BufferedReader(new InputStreamReader(worker.getInputStream))
+        // Kill during recovery now and then, otherwise some time into the commit loop.
+        val started = Iterator.continually(out.readLine()).takeWhile(_ != null)
+          .find(l => l.startsWith("started at") || l.contains("Exception"))
+        assert(started.exists(_.startsWith("started at")), s"trial $trial: worker said $started")
+        // Some kills hit recovery; the rest land after a random number of commits (up to 60:
+        // snapshots every 2 and cleanup keeping 3 run all along), a few ms into the next one.
+        val commits = if (rnd.nextInt(8) == 0) 0 else rnd.nextInt(60)
+        Iterator.continually(out.readLine()).takeWhile(_ != null)
+          .filter(_.startsWith("committed")).take(commits).foreach(_ => ())
+        Thread.sleep(rnd.nextInt(15).toLong)
+        worker.destroyForcibly() // SIGKILL
+        assert(worker.waitFor(30, TimeUnit.SECONDS))
+        assert(worker.exitValue() == 137, s"trial $trial: the worker exited by itself")
+        injected += 1
+        val latest = CrashWorker.latestCommitted(storeDir)
+        assert(latest >= before,
+          s"trial $trial: committed versions went back from $before to $latest")
+        maxSeen += latest
+        // A fresh provider (a new executor) loads every retained version exactly.
+        val from = math.max(1L, latest - CrashWorker.MinBatchesToRetain)
+        withProvider(root, CrashWorker.conf) { (p, _) =>
+          for (v <- latest to from by -1) {
+            val s = p.getReadStore(v)
+            assert(contents(s) === CrashWorker.model(seed, v),
+              s"trial $trial seed $seed version $v")
+            versionsChecked += 1
+          }
+        }
+        exact += 1
       }
-      exact += 1
-    } finally roots.foreach(spillstore.TempDirs.delete)
+    finally roots.foreach(spillstore.TempDirs.delete)
     info(s"$injected SIGKILLs injected, $exact recoveries exact ($versionsChecked versions " +
       s"checked against the reference); newest versions reached: ${maxSeen.mkString(",")}")
   }

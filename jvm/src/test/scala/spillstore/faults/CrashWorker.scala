@@ -63,11 +63,11 @@ object CrashWorker {
       var v = latestCommitted(dir)
       @volatile var running = true
       val maintenance = new Thread(() => {
-        while (running) {
-          p.doSnapshotMaintenance()
-          p.doCleanupMaintenance()
-        }
-      }, "maintenance")
+          while (running) {
+            p.doSnapshotMaintenance()
+            p.doCleanupMaintenance()
+          }
+        }, "maintenance")
       maintenance.setDaemon(true)
       val store0 = p.getStore(v) // recovery itself can be killed too
       store0.abort()

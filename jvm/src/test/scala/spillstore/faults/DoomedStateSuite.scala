@@ -26,11 +26,12 @@ class DoomedStateSuite extends AnyFunSuite {
   /** Opens cold tiers as the provider does, and the directories of those it opened, in order. */
   private def recordingColdTiers(): (ConcurrentLinkedQueue[File], (File, String) => ColdTier) = {
     val opened = new ConcurrentLinkedQueue[File]()
-    (opened, (parent, name) => {
-      val tier = ColdTier.create(parent, name)
-      opened.add(tier.dir)
-      tier
-    })
+    (opened,
+      (parent, name) => {
+        val tier = ColdTier.create(parent, name)
+        opened.add(tier.dir)
+        tier
+      })
   }
 
   test("the doomed state's end leaves its successor's prefix scans whole") {
@@ -43,12 +44,13 @@ class DoomedStateSuite extends AnyFunSuite {
       }
       val zombieOpened = new CountDownLatch(1)
       val takenOver = new CountDownLatch(1)
-      val zombie = new Thread(() => TestTasks.run(2) { _ =>
-        val z = p.getStore(1)
-        z.put(k("a", 7), value(7))
-        zombieOpened.countDown()
-        takenOver.await(60, TimeUnit.SECONDS)
-      }) // its task ends here and frees the doomed state
+      val zombie = new Thread(() =>
+        TestTasks.run(2) { _ =>
+          val z = p.getStore(1)
+          z.put(k("a", 7), value(7))
+          zombieOpened.countDown()
+          takenOver.await(60, TimeUnit.SECONDS)
+        }) // its task ends here and frees the doomed state
       zombie.start()
       assert(zombieOpened.await(60, TimeUnit.SECONDS))
       TestTasks.run(3) { _ =>
@@ -68,7 +70,9 @@ class DoomedStateSuite extends AnyFunSuite {
   test("a doomed state whose holder is gone is freed by maintenance, and counted until then") {
     val (opened, recorded) = recordingColdTiers()
     withProvider(sqlConf = budgetConf("256k"), coldTiers = recorded) { (p, dir) =>
-      TestTasks.run(1) { _ => val s = p.getStore(0); fill(s, 0 until 2000); s.commit() }
+      TestTasks.run(1) { _ =>
+        val s = p.getStore(0); fill(s, 0 until 2000); s.commit()
+      }
       assert(opened.isEmpty, "version 1 spilled: the test cannot tell whose cold tier is whose")
       // Opened outside a task (no completion listener) by a thread that never ends its store;
       // it grows past the budget, so it has a cold tier.
@@ -112,12 +116,13 @@ class DoomedStateSuite extends AnyFunSuite {
       val p = openProvider(root, budgetConf("64k"), coldTiers = recorded)
       val before = p.memory.totalHeapBytes
       try onOwnThread {
-        val s = p.getStore(0)
-        fill(s, 0 until 5000)
-        s.commit() // the batch's entries were pinned; now they spill
-        p.getStore(1).put(key(1), value(-1)) // left open
-        assert(!opened.isEmpty, "nothing spilled: moot")
-      } finally p.close()
+          val s = p.getStore(0)
+          fill(s, 0 until 5000)
+          s.commit() // the batch's entries were pinned; now they spill
+          p.getStore(1).put(key(1), value(-1)) // left open
+          assert(!opened.isEmpty, "nothing spilled: moot")
+        }
+      finally p.close()
       assert(p.live.ownership.isFreed)
       assert(!opened.peek().exists, "the unloaded state's cold tier is still there")
       assert(p.memory.totalHeapBytes <= before)
@@ -127,7 +132,9 @@ class DoomedStateSuite extends AnyFunSuite {
   test("a commit's figures count the evictions its end made room for, with an iterator of " +
     "the batch left open (Spark 3.5 and 4.0 leave them)") {
     withProvider(sqlConf = budgetConf("1")) { (p, _) =>
-      TestTasks.run(1) { _ => val s = p.getStore(0); fill(s, 0 until 100); s.commit() }
+      TestTasks.run(1) { _ =>
+        val s = p.getStore(0); fill(s, 0 until 100); s.commit()
+      }
       TestTasks.run(2) { _ =>
         val s = p.getStore(1)
         val it = s.iterator()

@@ -30,8 +30,9 @@ class MaintenanceConcurrencySuite extends AnyFunSuite {
       val snapshots, cleanups, reads, vanished = new AtomicLong
       def loop(name: String)(body: => Unit): Thread = {
         val t = new Thread(() => {
-          try while (running) body catch { case e: Throwable => errors.add(e) }
-        }, name)
+            try while (running) body
+            catch { case e: Throwable => errors.add(e) }
+          }, name)
         t.start(); t
       }
       val threads = Seq(
@@ -47,8 +48,9 @@ class MaintenanceConcurrencySuite extends AnyFunSuite {
             } catch {
               // A version older than retention may lose its files while it loads; never
               // may a file be read as corrupt or half-written.
-              case e: SparkException if e.getMessage.contains("does not exist") ||
-                  e.getCause.isInstanceOf[java.io.FileNotFoundException] =>
+              case e: SparkException
+                  if e.getMessage.contains("does not exist") ||
+                    e.getCause.isInstanceOf[java.io.FileNotFoundException] =>
                 vanished.incrementAndGet()
             }
           }

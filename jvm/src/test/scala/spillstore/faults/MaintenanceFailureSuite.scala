@@ -34,7 +34,7 @@ class MaintenanceFailureSuite extends AnyFunSuite {
       flipMiddleByte(new File(dir, "2.journal")) // bit rot the live state never reads again
       val before = p.executorStats.maintenanceFailures.getCount
       p.doSnapshotMaintenance() // snapshot of 4: 1..4 merged, 2 cannot be decoded
-      p.doMaintenance()         // what 3.5 to 4.2 call
+      p.doMaintenance() // what 3.5 to 4.2 call
       assert(!new File(dir, "4.snapshot").exists())
       assert(p.executorStats.maintenanceFailures.getCount - before === 2)
       // As an aggregation opens its store on 4.1+: read, then upgraded; the write store reports.

@@ -54,9 +54,10 @@ class OwnershipStressSuite extends AnyFunSuite {
 
       def background(name: String)(body: Random => Unit): Thread = {
         val t = new Thread(() => {
-          val rnd = new Random(name.hashCode)
-          try while (running) body(rnd) catch { case e: Throwable => errors.add(e) }
-        }, name)
+            val rnd = new Random(name.hashCode)
+            try while (running) body(rnd)
+            catch { case e: Throwable => errors.add(e) }
+          }, name)
         t.setDaemon(true)
         t.start()
         t
@@ -102,7 +103,9 @@ class OwnershipStressSuite extends AnyFunSuite {
             case _ =>
               val nv = store.commit()
               assert(nv == v + 1)
-              batch.foreach { case (k, x) => if (x.isDefined) c.state(k) = x.get else c.state.remove(k) }
+              batch.foreach { case (k, x) =>
+                if (x.isDefined) c.state(k) = x.get else c.state.remove(k)
+              }
               c.version = nv
               commits.incrementAndGet()
               evictions.addAndGet(customMetric(store, "spillstoreEvictions"))
@@ -132,7 +135,8 @@ class OwnershipStressSuite extends AnyFunSuite {
         val c = committed(p)
         def read(): Map[Long, Long] = {
           val provider = providers.get(p)
-          try contents(provider.getReadStore(c.version)) catch {
+          try contents(provider.getReadStore(c.version))
+          catch {
             // Unloaded while read: read the provider that replaced it.
             case e: IllegalStateException if providers.get(p) ne provider => read()
           }
@@ -140,7 +144,8 @@ class OwnershipStressSuite extends AnyFunSuite {
         val live = read()
         val want = c.state.toMap
         if (live != want) {
-          val wrong = (live.keySet ++ want.keySet).filter(k => live.get(k) != want.get(k)).toSeq.sorted
+          val wrong =
+            (live.keySet ++ want.keySet).filter(k => live.get(k) != want.get(k)).toSeq.sorted
           fail(s"round $round: provider $p version ${c.version}: ${wrong.size} keys differ, e.g. " +
             wrong.take(5).map(k => s"$k: live ${live.get(k)}, model ${want.get(k)}").mkString("; "))
         }
@@ -152,32 +157,34 @@ class OwnershipStressSuite extends AnyFunSuite {
       val barrier = new CyclicBarrier(numThreads + 1)
       val workers = (0 until numThreads).map { t =>
         val worker = new Thread(() => {
-          val rnd = new Random(1000 + t)
-          val rows = new Rows
-          try for (round <- 0 until rounds) {
-            barrier.await()
-            for (p <- 0 until numProviders if (p + round) % numThreads == t) {
-              if (rnd.nextInt(25) == 0) {
-                // A zombie attempt is overtaken by a retry on this thread.
-                @volatile var stop = false
-                val zombie = new Thread(() =>
-                  try task(p, new Random(round), new Rows, () => stop) catch {
-                    case e: Throwable => errors.add(e)
-                  })
-                zombie.start()
-                Thread.sleep(0, 100000)
-                task(p, rnd, rows)
-                takeovers.incrementAndGet()
-                stop = true
-                zombie.join(30000)
-              } else task(p, rnd, rows)
+            val rnd = new Random(1000 + t)
+            val rows = new Rows
+            try for (round <- 0 until rounds) {
+                barrier.await()
+                for (p <- 0 until numProviders if (p + round) % numThreads == t) {
+                  if (rnd.nextInt(25) == 0) {
+                    // A zombie attempt is overtaken by a retry on this thread.
+                    @volatile var stop = false
+                    val zombie = new Thread(() =>
+                      try task(p, new Random(round), new Rows, () => stop)
+                      catch {
+                        case e: Throwable => errors.add(e)
+                      })
+                    zombie.start()
+                    Thread.sleep(0, 100000)
+                    task(p, rnd, rows)
+                    takeovers.incrementAndGet()
+                    stop = true
+                    zombie.join(30000)
+                  } else task(p, rnd, rows)
+                }
+                barrier.await()
+              }
+            catch {
+              case _: BrokenBarrierException if !errors.isEmpty || !running =>
+              case e: Throwable => errors.add(e); running = false; barrier.reset()
             }
-            barrier.await()
-          } catch {
-            case _: BrokenBarrierException if !errors.isEmpty || !running =>
-            case e: Throwable => errors.add(e); running = false; barrier.reset()
-          }
-        }, s"task-thread-$t")
+          }, s"task-thread-$t")
         worker.start()
         worker
       }
@@ -200,9 +207,11 @@ class OwnershipStressSuite extends AnyFunSuite {
             (0 until numProviders).foreach { p =>
               val fresh = openProvider(root, conf, partition = p)
               try TestTasks.run(attempts.incrementAndGet(), p) { _ =>
-                assert(contents(fresh.getReadStore(committed(p).version)) == committed(p).state.toMap,
-                  s"round $round: provider $p checkpoint differs")
-              } finally fresh.close()
+                  assert(
+                    contents(fresh.getReadStore(committed(p).version)) == committed(p).state.toMap,
+                    s"round $round: provider $p checkpoint differs")
+                }
+              finally fresh.close()
             }
           }
           round += 1

@@ -51,39 +51,40 @@ class ZombieSuite extends AnyFunSuite {
     try {
       for (round <- 0 until rounds) {
         TempDirs.withTempDir("zombie") { root =>
-        val base = withProvider(root) { (p, _) => commitVersions(p, versions = 3, seed = round) }
-        val same = round % 3 == 0
-        // Attempt a changes keys 0..299 (or, for `same`, exactly what b does).
-        def changes(attempt: Int): Seq[(Long, Long)] =
-          (0L until 300L).map(k => k -> (if (same) k * 7 + round else k * 1000 + attempt))
-        withProvider(root) { (p1, dir) =>
-          withProvider(root) { (p2, _) =>
-            val barrier = new CyclicBarrier(2)
-            val stores = Seq(p1.getStore(3), p2.getStore(3))
-            val commits = stores.zipWithIndex.map { case (s, i) =>
-              Future {
-                // Own projections: the shared helpers reuse one row and are not thread-safe.
-                val kp = UnsafeProjection.create(keySchema)
-                val vp = UnsafeProjection.create(valueSchema)
-                changes(i).foreach { case (k, x) =>
-                  s.put(kp(new GenericInternalRow(Array[Any](k))), vp(new GenericInternalRow(Array[Any](x))))
+          val base = withProvider(root) { (p, _) => commitVersions(p, versions = 3, seed = round) }
+          val same = round % 3 == 0
+          // Attempt a changes keys 0..299 (or, for `same`, exactly what b does).
+          def changes(attempt: Int): Seq[(Long, Long)] =
+            (0L until 300L).map(k => k -> (if (same) k * 7 + round else k * 1000 + attempt))
+          withProvider(root) { (p1, dir) =>
+            withProvider(root) { (p2, _) =>
+              val barrier = new CyclicBarrier(2)
+              val stores = Seq(p1.getStore(3), p2.getStore(3))
+              val commits = stores.zipWithIndex.map { case (s, i) =>
+                Future {
+                  // Own projections: the shared helpers reuse one row and are not thread-safe.
+                  val kp = UnsafeProjection.create(keySchema)
+                  val vp = UnsafeProjection.create(valueSchema)
+                  changes(i).foreach { case (k, x) =>
+                    s.put(kp(new GenericInternalRow(Array[Any](k))),
+                      vp(new GenericInternalRow(Array[Any](x))))
+                  }
+                  barrier.await()
+                  s.commit()
                 }
-                barrier.await()
-                s.commit()
               }
+              commits.foreach(c => assert(Await.result(c, 60.seconds) === 4))
+              val loaded = readAll(dir, 4)
+              val a = base(3) ++ changes(0)
+              val b = base(3) ++ changes(1)
+              assert(loaded === a || loaded === b, s"round $round: a mix of both attempts")
+              if (same) sameWins += 1 else if (loaded === a) firstWins += 1 else secondWins += 1
+              // No stray or half-written file under a name the store reads.
+              val names = new File(dir).list().toSeq
+              assert(names.filter(_.matches("""\d+\.(journal|snapshot)""")).sorted ===
+                  Seq("1.journal", "2.journal", "3.journal", "4.journal"), names)
             }
-            commits.foreach(c => assert(Await.result(c, 60.seconds) === 4))
-            val loaded = readAll(dir, 4)
-            val a = base(3) ++ changes(0)
-            val b = base(3) ++ changes(1)
-            assert(loaded === a || loaded === b, s"round $round: a mix of both attempts")
-            if (same) sameWins += 1 else if (loaded === a) firstWins += 1 else secondWins += 1
-            // No stray or half-written file under a name the store reads.
-            val names = new File(dir).list().toSeq
-            assert(names.filter(_.matches("""\d+\.(journal|snapshot)""")).sorted ===
-              Seq("1.journal", "2.journal", "3.journal", "4.journal"), names)
           }
-        }
         }
       }
       info(s"$rounds rounds of two concurrent commits of version 4: every file valid; " +

@@ -36,7 +36,8 @@ class HeapTierSuite extends AnyFunSuite {
     Some(lookup(h, i)).filter(s => s >= 0 && h.isLive(s)).map(valueOf(h, _))
   private def contents(h: HeapTier): Map[Long, String] =
     (0 until h.numSlots).filter(h.isLive).map(s => id(h, s) -> valueOf(h, s)).toMap
-  private def victims(h: HeapTier): List[Int] = Iterator.continually(h.nextVictim()).takeWhile(_ >= 0).toList
+  private def victims(h: HeapTier): List[Int] =
+    Iterator.continually(h.nextVictim()).takeWhile(_ >= 0).toList
 
   test("put, get, remove and iteration over many keys with table growth") {
     val h = new HeapTier()
@@ -56,7 +57,8 @@ class HeapTierSuite extends AnyFunSuite {
     val key = new Array[Byte](EntryRecords.MaxKeyLength + 1)
     val e = intercept[IllegalArgumentException](
       h.insertChanged(0, key, Off, key.length, v("x"), Off, 1))
-    assert(e.getMessage.contains(s"keys are limited to ${EntryRecords.MaxKeyLength} bytes"), e.getMessage)
+    assert(e.getMessage.contains(s"keys are limited to ${EntryRecords.MaxKeyLength} bytes"),
+      e.getMessage)
     assert(h.numSlots === 1 && h.numChanges === 1 && get(h, 1) === Some("one"))
   }
 
@@ -65,14 +67,15 @@ class HeapTierSuite extends AnyFunSuite {
     val h = new HeapTier()
     put(h, 1, "one")
     h.commitBatch()
-    val value = new Array[Byte](StateFile.MaxRecordBytes + 1) // the only copy: refusals copy nothing
+    val value =
+      new Array[Byte](StateFile.MaxRecordBytes + 1) // the only copy: refusals copy nothing
     val refusals = Seq(
       intercept[IllegalArgumentException](
         h.insertChanged(HeapTier.hashOf(k(2)), k(2), Off, 8, value, Off, value.length)),
       intercept[IllegalArgumentException](h.update(lookup(h, 1), value, Off, value.length)))
     refusals.foreach { e =>
       assert(e.getMessage.contains(s"${value.length} bytes: values are limited to " +
-        s"${StateFile.MaxRecordBytes} bytes"), e.getMessage)
+          s"${StateFile.MaxRecordBytes} bytes"), e.getMessage)
     }
     assert(h.numSlots === 1 && h.numChanges === 0 && get(h, 1) === Some("one"))
   }
@@ -83,17 +86,17 @@ class HeapTierSuite extends AnyFunSuite {
     h.commitBatch()
     val before = contents(h)
     val liveBefore = h.liveBytes
-    put(h, 1, "a2"); put(h, 1, "a3")      // updated twice
-    remove(h, 2)                          // removed
-    put(h, 3, "c2"); remove(h, 3)         // updated then removed
-    put(h, 4, "d"); remove(h, 4)          // inserted then removed
-    put(h, 5, "e")                        // inserted
+    put(h, 1, "a2"); put(h, 1, "a3") // updated twice
+    remove(h, 2) // removed
+    put(h, 3, "c2"); remove(h, 3) // updated then removed
+    put(h, 4, "d"); remove(h, 4) // inserted then removed
+    put(h, 5, "e") // inserted
     assert(h.numChanges === 5)
     h.abortBatch()
     assert(contents(h) === before)
     assert(h.numLiveEntries === 3)
     assert(h.numSlots === 3)
-    assert(h.liveBytes === liveBefore)    // the batch's regions are all garbage again
+    assert(h.liveBytes === liveBefore) // the batch's regions are all garbage again
   }
 
   test("change list is squashed per key and net changes are identified") {
@@ -106,8 +109,8 @@ class HeapTierSuite extends AnyFunSuite {
     val changes = (0 until list.size).map(list.slot)
     assert(changes.size === 2)
     val byKey = changes.map(s => id(h, s) -> s).toMap
-    assert(h.existed(byKey(1)) && !h.isLive(byKey(1)))   // removal of a committed key: journaled
-    assert(!h.existed(byKey(2)) && !h.isLive(byKey(2)))  // born and died in the batch: not journaled
+    assert(h.existed(byKey(1)) && !h.isLive(byKey(1))) // removal of a committed key: journaled
+    assert(!h.existed(byKey(2)) && !h.isLive(byKey(2))) // born and died in the batch: not journaled
   }
 
   test("CLOCK eviction order: unused entries go first, used ones get a second chance") {
@@ -121,7 +124,7 @@ class HeapTierSuite extends AnyFunSuite {
     }
     // New entries start referenced: a first sweep only clears bits, then takes in slot order.
     assert(evict() === 1L)
-    get(h, 3); get(h, 5)                     // used since the hand passed
+    get(h, 3); get(h, 5) // used since the hand passed
     assert(Seq.fill(3)(evict()) === Seq(2L, 4L, 6L))
     // 3 and 5 were spared once; the hand cleared their bits, so they are next.
     assert(Seq.fill(2)(evict()).toSet === Set(3L, 5L))
@@ -130,29 +133,32 @@ class HeapTierSuite extends AnyFunSuite {
   test("entries changed in the open batch are pinned: never chosen as victims") {
     val h = new HeapTier()
     (1L to 3L).foreach(i => put(h, i, "x"))
-    assert(h.nextVictim() === -1)           // all three are in the open batch
+    assert(h.nextVictim() === -1) // all three are in the open batch
     h.commitBatch()
     put(h, 2, "y")
-    assert(victims(h).map(id(h, _)).sorted === List(1L, 3L)) // each unpinned entry once, never key 2
+    assert(victims(h).map(id(h, _)).sorted === List(1L,
+      3L)) // each unpinned entry once, never key 2
   }
 
-  test("a pin and a change move with their entry when a drop fills the hole from the end, and commit, abort or unselect clear them") {
+  test(
+    "a pin and a change move with their entry when a drop fills the hole from the end, and commit, abort or unselect clear them") {
     val h = new HeapTier()
     (1L to 4L).foreach(i => put(h, i, "x"))
     h.commitBatch()
-    put(h, 4, "y")                            // pins key 4, in the last slot
+    put(h, 4, "y") // pins key 4, in the last slot
     assert(id(h, 0) === 1L)
-    h.dropCommitted(0)                        // unpinned key 1 goes; key 4 moves into its slot
+    h.dropCommitted(0) // unpinned key 1 goes; key 4 moves into its slot
     assert(id(h, 0) === 4L && h.changeList.slot(0) === 0)
     val more = victims(h)
     assert(more.map(id(h, _)).sorted === List(2L, 3L)) // key 4 stays pinned in its new slot
     more.foreach(h.unselect)
-    h.abortBatch()                            // key 4 back to "x" and unpinned
+    h.abortBatch() // key 4 back to "x" and unpinned
     assert(get(h, 4) === Some("x"))
     assert(victims(h).map(id(h, _)).sorted === List(2L, 3L, 4L))
   }
 
-  test("pages: regions of departed and replaced values are given back by evacuating pages, moving live values, batch values and undo values exactly") {
+  test(
+    "pages: regions of departed and replaced values are given back by evacuating pages, moving live values, batch values and undo values exactly") {
     val h = new HeapTier()
     val value = "v" * 100
     (0L until 20000L).foreach(i => put(h, i, s"$value$i"))
@@ -174,10 +180,12 @@ class HeapTierSuite extends AnyFunSuite {
     }
     expected.foreach { case (i, value) => assert(get(h, i) === value, s"key $i in the open batch") }
     h.abortBatch()
-    (0L until 20000L by 10).foreach(i => assert(get(h, i) === Some(s"$value$i"), s"key $i after abort"))
+    (0L until 20000L by 10).foreach(i =>
+      assert(get(h, i) === Some(s"$value$i"), s"key $i after abort"))
   }
 
-  test("random batches of puts, removals, drops (inside batches too), commits, aborts and page evacuations match a model exactly") {
+  test(
+    "random batches of puts, removals, drops (inside batches too), commits, aborts and page evacuations match a model exactly") {
     for (seed <- 1 to 6) {
       val rnd = new Random(seed)
       val h = new HeapTier()
@@ -192,7 +200,9 @@ class HeapTierSuite extends AnyFunSuite {
               // Eviction drops entries the batch has not changed, several at a time, between
               // batches or inside one (moving changed entries into the freed slots).
               val drops = victims(h).take(1 + rnd.nextInt(5)).sorted(Ordering[Int].reverse)
-              drops.foreach { s => val key = id(h, s); h.dropCommitted(s); committed -= key; open -= key }
+              drops.foreach { s =>
+                val key = id(h, s); h.dropCommitted(s); committed -= key; open -= key
+              }
               victims(h).foreach(h.unselect)
             case _ => val s = "x" * rnd.nextInt(40) + s"$step"; put(h, i, s); open += i -> s
           }
@@ -204,7 +214,8 @@ class HeapTierSuite extends AnyFunSuite {
         h.trimToSize()
         assert(contents(h) === committed, s"seed $seed step $step: committed")
         assert(h.numLiveEntries === committed.size && h.numSlots === committed.size)
-        committed.keys.foreach(i => assert(get(h, i) === committed.get(i), s"seed $seed step $step: key $i"))
+        committed.keys.foreach(i =>
+          assert(get(h, i) === committed.get(i), s"seed $seed step $step: key $i"))
       }
     }
   }
@@ -216,7 +227,8 @@ class HeapTierSuite extends AnyFunSuite {
     h.commitBatch()
     val full = h.estimatedBytes
     val perEntry = (full - empty).toDouble / 50000
-    assert(perEntry > 8 + 8 + HeapTier.PerEntryBytes - 10 && perEntry < 96, s"$perEntry bytes per entry")
+    assert(perEntry > 8 + 8 + HeapTier.PerEntryBytes - 10 && perEntry < 96,
+      s"$perEntry bytes per entry")
     (0L until 50000L).filter(_ % 100 != 0).foreach(i => remove(h, i))
     h.commitBatch()
     h.trimToSize()

@@ -37,14 +37,21 @@ class KeyOrderSuite extends AnyFunSuite {
   private val rnd = new Random(7)
   private def bytes(n: Int): Array[Byte] = { val b = new Array[Byte](n); rnd.nextBytes(b); b }
 
-  test("keys come out in unsigned byte order: shared prefixes, prefixes of each other, negative bytes, ties past 8 bytes") {
+  test(
+    "keys come out in unsigned byte order: shared prefixes, prefixes of each other, negative bytes, ties past 8 bytes") {
     val shapes: Seq[(String, () => Array[Byte])] = Seq(
       "random lengths 0-12" -> (() => bytes(rnd.nextInt(13))),
       "UnsafeRow-like: 8 zero bytes then a long" -> (() => new Array[Byte](8) ++ bytes(8)),
-      "one shared 20-byte prefix, then 0-3 bytes" -> { val p = bytes(20); () => p ++ bytes(rnd.nextInt(4)) },
+      "one shared 20-byte prefix, then 0-3 bytes" -> {
+        val p = bytes(20); () => p ++ bytes(rnd.nextInt(4))
+      },
       "equal first 8 bytes after the shared part, differing later" ->
-        { val p = bytes(3); () => p ++ Array[Byte](1, 2, 3, 4, 5, 6, 7, rnd.nextInt(3).toByte) ++ bytes(2) },
-      "only the byte values 0, 1 and -1" -> (() => Array.fill(1 + rnd.nextInt(10))(Seq[Byte](0, 1, -1)(rnd.nextInt(3)))))
+        {
+          val p = bytes(3);
+          () => p ++ Array[Byte](1, 2, 3, 4, 5, 6, 7, rnd.nextInt(3).toByte) ++ bytes(2)
+        },
+      "only the byte values 0, 1 and -1" -> (() =>
+        Array.fill(1 + rnd.nextInt(10))(Seq[Byte](0, 1, -1)(rnd.nextInt(3)))))
     for ((shape, key) <- shapes; n <- Seq(1, 2, 3, 50, 5000)) {
       val keys = Seq.fill(n)(key()).distinctBy(_.toSeq)
       assertSortedLikeComparator(keys, s"$shape, $n keys")
@@ -53,11 +60,14 @@ class KeyOrderSuite extends AnyFunSuite {
     assert(!KeyOrder.sorted(empty.changeList, empty).hasNext)
   }
 
-  test("order: positions of keys packed with values, by their key bytes only, ties and duplicates included") {
+  test(
+    "order: positions of keys packed with values, by their key bytes only, ties and duplicates included") {
     for (n <- Seq(0, 1, 2, 40, 63, 64, 65, 3000)) {
       val shared = bytes(rnd.nextInt(12))
-      val keys = Seq.fill(n)(shared ++ (if (rnd.nextInt(4) == 0) Array[Byte](9, 9, 9, 9, 9, 9, 9, 9) else Array.emptyByteArray) ++
-        bytes(rnd.nextInt(12)))
+      val keys = Seq.fill(n)(
+        shared ++ (if (rnd.nextInt(4) == 0) Array[Byte](9, 9, 9, 9, 9, 9, 9, 9)
+                   else Array.emptyByteArray) ++
+          bytes(rnd.nextInt(12)))
       val withDuplicates = (keys ++ keys.take(n / 10)).toArray
       // Each key is followed by value bytes, which must not take part in the order.
       val packed = withDuplicates.map(k => k ++ bytes(1 + rnd.nextInt(5)))
@@ -72,8 +82,10 @@ class KeyOrderSuite extends AnyFunSuite {
     }
   }
 
-  test("a key that is a prefix of another sorts first, also when padding makes their prefixes equal") {
-    assertSortedLikeComparator(Seq(Array[Byte](1, 0), Array[Byte](1), Array[Byte](), Array[Byte](1, 0, 0)), "padding")
+  test(
+    "a key that is a prefix of another sorts first, also when padding makes their prefixes equal") {
+    assertSortedLikeComparator(Seq(Array[Byte](1, 0), Array[Byte](1), Array[Byte](),
+        Array[Byte](1, 0, 0)), "padding")
   }
 
   test("batches larger than a sorted run are merged in order, ties between runs included") {
@@ -87,7 +99,8 @@ class KeyOrderSuite extends AnyFunSuite {
     assertSortedLikeComparator(keys.reverse, "100k keys, reversed")
   }
 
-  test("prefixes taken where the previous batch's keys differed are retaken when this batch's keys share more or fewer bytes") {
+  test(
+    "prefixes taken where the previous batch's keys differed are retaken when this batch's keys share more or fewer bytes") {
     val tier = new HeapTier()
     val shared12 = { val p = bytes(12); Seq.fill(3000)(p ++ bytes(6)).distinctBy(_.toSeq) }
     val shared2 = { val p = bytes(2); Seq.fill(3000)(p ++ bytes(10)).distinctBy(_.toSeq) }
@@ -105,7 +118,8 @@ class KeyOrderSuite extends AnyFunSuite {
     assert(atRest === 64 * 24)
     batchOf(Seq.tabulate(5000)(i => BigInt(i).toByteArray), tier)
     assert(list.size === 5000 && list.estimatedBytes === 5 * 1024 * 24)
-    assert(list.undoAddr(4999) === -1L && tier.keyBytes(list.slot(4999)).toSeq === BigInt(4999).toByteArray.toSeq)
+    assert(list.undoAddr(4999) === -1L && tier.keyBytes(list.slot(4999)).toSeq === BigInt(
+      4999).toByteArray.toSeq)
     tier.commitBatch()
     assert(list.size === 0 && list.estimatedBytes === atRest)
   }

@@ -35,7 +35,8 @@ class PagesSuite extends AnyFunSuite {
 
     def pageLength(index: Int): Int = pages.page(written(index).head.addr).length
     def used(index: Int): Int = written(index).last.end
-    def liveIn(index: Int): Long = written(index).filter(r => liveAt.contains(r.addr)).map(_.length + Header).sum
+    def liveIn(index: Int): Long =
+      written(index).filter(r => liveAt.contains(r.addr)).map(_.length + Header).sum
 
     def allocate(length: Int, owner: Int, content: Array[Byte]): Region = {
       val liveBefore = pages.liveBytes
@@ -48,15 +49,18 @@ class PagesSuite extends AnyFunSuite {
         assert(Pages.offset(a) === used(r.index) + Header, "pages are filled front to back")
       } else {
         current.foreach { c =>
-          assert(pageLength(c) - used(c) < need, s"a new page while page $c had room for $need bytes")
+          assert(pageLength(c) - used(c) < need,
+            s"a new page while page $c had room for $need bytes")
         }
         assert(Pages.offset(a) === Header)
         val size = pages.page(a).length
         movedSize match {
-          case Some(moved) => assert(size === math.max(need, moved), "the page evacuated regions go to")
-          case None => assert(size === need ||
-            (size > need && size >= clamp(liveBefore / 16) && size <= clamp(liveBefore / 8)),
-            s"a page of $size bytes for a region of $need with $liveBefore live bytes")
+          case Some(moved) =>
+            assert(size === math.max(need, moved), "the page evacuated regions go to")
+          case None => assert(
+              size === need ||
+                (size > need && size >= clamp(liveBefore / 16) && size <= clamp(liveBefore / 8)),
+              s"a page of $size bytes for a region of $need with $liveBefore live bytes")
         }
         movedSize = None
         written(r.index) = ArrayBuffer.empty
@@ -104,12 +108,15 @@ class PagesSuite extends AnyFunSuite {
       val ratio = written.keys.map(i => i -> liveIn(i).toDouble / pageLength(i)).toMap
       val eligible = written.keys.filter(i => liveIn(i) <= used(i) * 0.75).toSet
       val chosen = pages.evacuationCandidates(bytes).toSeq
-      val clue = s"candidates $chosen for $bytes bytes among ${written.keys.map(i => i -> (liveIn(i), used(i), pageLength(i)))}"
+      val clue = s"candidates $chosen for $bytes bytes among ${written.keys.map(i =>
+          i -> (liveIn(i), used(i), pageLength(i)))}"
       assert(chosen.toSet.subsetOf(eligible) && chosen.distinct === chosen, clue)
       assert(chosen.map(ratio) === chosen.map(ratio).sorted, s"emptiest first: $clue")
       if (chosen.nonEmpty) {
-        assert((eligible -- chosen).forall(ratio(_) >= ratio(chosen.last)), s"emptiest first: $clue")
-        assert(chosen.init.map(i => pageLength(i) - liveIn(i)).sum < bytes, s"more than needed: $clue")
+        assert((eligible -- chosen).forall(ratio(_) >= ratio(chosen.last)),
+          s"emptiest first: $clue")
+        assert(
+          chosen.init.map(i => pageLength(i) - liveIn(i)).sum < bytes, s"more than needed: $clue")
       }
       if (chosen.size < eligible.size) {
         assert(chosen.map(i => pageLength(i) - liveIn(i)).sum >= bytes, s"fewer than needed: $clue")
@@ -122,7 +129,8 @@ class PagesSuite extends AnyFunSuite {
       chosen.foreach { index =>
         val visited = ArrayBuffer.empty[(Long, Int, Int)]
         pages.foreachRegion(index)((a, owner, length) => visited += ((a, owner, length)))
-        assert(visited === written(index).map(r => (r.addr, r.owner, r.length)), s"regions of page $index")
+        assert(visited === written(index).map(r => (r.addr, r.owner, r.length)),
+          s"regions of page $index")
         written(index).filter(r => liveAt.contains(r.addr)).foreach { r =>
           val p = pages.page(r.addr)
           val content = java.util.Arrays.copyOfRange(p, Pages.offset(r.addr), r.end)
@@ -154,7 +162,8 @@ class PagesSuite extends AnyFunSuite {
         assert(used(index) <= p.length, clue)
       }
       live.foreach { r =>
-        assert(java.util.Arrays.equals(pages.page(r.addr), Pages.offset(r.addr), r.end, r.bytes, 0, r.length),
+        assert(java.util.Arrays.equals(pages.page(r.addr), Pages.offset(r.addr), r.end, r.bytes, 0,
+            r.length),
           s"$clue: bytes of $r were overwritten")
       }
     }
@@ -177,7 +186,8 @@ class PagesSuite extends AnyFunSuite {
             }
             d.allocate(length)
           case n if n < 85 && d.live.nonEmpty => d.free(d.live(rnd.nextInt(d.live.size)))
-          case n if n < 90 && d.live.nonEmpty => d.setOwner(d.live(rnd.nextInt(d.live.size)), rnd.nextInt())
+          case n if n < 90 && d.live.nonEmpty =>
+            d.setOwner(d.live(rnd.nextInt(d.live.size)), rnd.nextInt())
           case n if n < 95 => d.takeFreed()
           case n if n < 99 =>
             evacuated += d.evacuate(rnd.nextInt(2) match {
@@ -187,7 +197,8 @@ class PagesSuite extends AnyFunSuite {
           case _ =>
             d.written.keys.find(d.liveIn(_) > 0).foreach { index =>
               val e = intercept[IllegalStateException](d.pages.drop(index))
-              assert(e.getMessage.contains(s"heap page $index still holds ${d.liveIn(index)} live bytes"), e.getMessage)
+              assert(e.getMessage.contains(
+                  s"heap page $index still holds ${d.liveIn(index)} live bytes"), e.getMessage)
             }
         }
         if (step % 50 == 0) d.check(clue)
@@ -197,7 +208,8 @@ class PagesSuite extends AnyFunSuite {
     }
   }
 
-  test("boundaries: a region that exactly fills a page, one a byte too long, one larger than a page") {
+  test(
+    "boundaries: a region that exactly fills a page, one a byte too long, one larger than a page") {
     val d = new Driven(new Random(1))
     d.check("empty")
     assert(d.pages.evacuationCandidates(Long.MaxValue).isEmpty && d.pages.takeFreed() === 0)
@@ -233,7 +245,8 @@ class PagesSuite extends AnyFunSuite {
     d.check("reused")
     val estimatedEmpty = new Pages().estimatedBytes
     d.pages.clear()
-    assert((d.pages.pageCount, d.pages.liveBytes, d.pages.garbageBytes, d.pages.estimatedBytes, d.pages.takeFreed()) ===
+    assert((d.pages.pageCount, d.pages.liveBytes, d.pages.garbageBytes, d.pages.estimatedBytes,
+      d.pages.takeFreed()) ===
       ((0, 0L, 0L, estimatedEmpty, 0L)))
   }
 }

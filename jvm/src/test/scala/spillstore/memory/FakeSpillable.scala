@@ -28,7 +28,8 @@ final class FakeSpillable(
     bytesPerEntry: Long = 1L,
     log: ConcurrentLinkedQueue[String] = new ConcurrentLinkedQueue[String],
     spillCap: Long = Long.MaxValue,
-    fixed: Long = 0L) extends Spillable {
+    fixed: Long = 0L)
+    extends Spillable {
   private val entries = new AtomicLong(initialEntries)
   private val inUse = new Semaphore(1)
   private val request = new AtomicReference[(Long, Long)]
@@ -46,7 +47,8 @@ final class FakeSpillable(
 
   def trySpill(bytes: Long, entries: Long): Long = {
     spillThreads.add(Thread.currentThread())
-    val freed = if (!inUse.tryAcquire()) 0L else {
+    val freed = if (!inUse.tryAcquire()) 0L
+    else {
       try {
         duringSpill()
         val before = heapBytes

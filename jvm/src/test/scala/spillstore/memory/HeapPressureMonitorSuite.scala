@@ -24,7 +24,8 @@ class HeapPressureMonitorSuite extends AnyFunSuite {
     (m, source, () => pressureCalls)
   }
 
-  test("each high reading shrinks the factor by ShrinkStep and reports pressure, down to the floor") {
+  test(
+    "each high reading shrinks the factor by ShrinkStep and reports pressure, down to the floor") {
     val (m, source, calls) = monitor()
     val interventionsBefore = interventions.getCount
     assert(source.subscribed)

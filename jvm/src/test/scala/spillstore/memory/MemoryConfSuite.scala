@@ -13,12 +13,12 @@ class MemoryConfSuite extends AnyFunSuite {
 
   test("every key parses; an absolute budget overrides the fraction") {
     val c = MemoryConf.fromOptions(Map(
-      "memoryBudget" -> "512m",
-      "memoryBudgetFraction" -> "0.5",
-      "maxHeapEntries" -> "1000000",
-      "heapPressureMonitor" -> "FALSE",
-      "heapPressureHighThreshold" -> " 0.9 ",
-      "heapPressureLowThreshold" -> "0.7"))
+        "memoryBudget" -> "512m",
+        "memoryBudgetFraction" -> "0.5",
+        "maxHeapEntries" -> "1000000",
+        "heapPressureMonitor" -> "FALSE",
+        "heapPressureHighThreshold" -> " 0.9 ",
+        "heapPressureLowThreshold" -> "0.7"))
     assert(c === MemoryConf(Some(512L << 20), 0.5, 1000000L, pressureMonitor = false, 0.9, 0.7))
     assert(c.budgetFor(1L << 40) === (512L << 20))
   }
@@ -58,7 +58,7 @@ class MemoryConfSuite extends AnyFunSuite {
 
   test("the low threshold is checked against the high one given with it") {
     val e = intercept[IllegalArgumentException](MemoryConf.fromOptions(Map(
-      "heapPressureHighThreshold" -> "0.5", "heapPressureLowThreshold" -> "0.6")))
+          "heapPressureHighThreshold" -> "0.5", "heapPressureLowThreshold" -> "0.6")))
     assert(e.getMessage.contains(s"${P}heapPressureLowThreshold=0.6"), e.getMessage)
     assert(e.getMessage.contains("heapPressureHighThreshold = 0.5"), e.getMessage)
   }

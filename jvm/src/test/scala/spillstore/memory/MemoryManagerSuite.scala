@@ -24,7 +24,8 @@ class MemoryManagerSuite extends AnyFunSuite {
 
     def fake(name: String, entries: Long, lastUsedSec: Long = 100, bytesPerEntry: Long = 1L,
         spillCap: Long = Long.MaxValue, fixed: Long = 0L): FakeSpillable = {
-      val f = new FakeSpillable(name, entries, lastUsedSec * Sec, bytesPerEntry, log, spillCap, fixed)
+      val f =
+        new FakeSpillable(name, entries, lastUsedSec * Sec, bytesPerEntry, log, spillCap, fixed)
       mm.register(f)
       f
     }
@@ -53,8 +54,9 @@ class MemoryManagerSuite extends AnyFunSuite {
     val owner = fx.fake("owner", 0)
     owner.open(100 * Sec)
     (1 to 5).foreach(_ => owner.put(fx.mm, 60))
-    assert(fx.mm.totalHeapBytes <= 1000, s"${fx.mm.totalHeapBytes} bytes: rounds kept " +
-      s"counting the doomed state at a share it will never give: ${fx.calls}")
+    assert(fx.mm.totalHeapBytes <= 1000,
+      s"${fx.mm.totalHeapBytes} bytes: rounds kept " +
+        s"counting the doomed state at a share it will never give: ${fx.calls}")
     assert(fx.mm.totalHeapBytes === zombie.heapBytes + idle.heapBytes + owner.heapBytes)
     assert(zombie.heapBytes === 600 && zombie.calls.isEmpty, "the doomed state was asked to spill")
     owner.close(fx.mm, 100 * Sec)
@@ -105,7 +107,8 @@ class MemoryManagerSuite extends AnyFunSuite {
     fx.fake("g", 300, lastUsedSec = 90)
     val e = fx.fake("e", 0)
     assert(e.put(fx.mm, 200) === Eviction.Zero)
-    assert(fx.calls === List("f keep 500/50", "f spill 50/0=50", "g keep 200/300", "g spill 100/0=100"))
+    assert(fx.calls === List("f keep 500/50", "f spill 50/0=50", "g keep 200/300",
+      "g spill 100/0=100"))
     assert(fx.mm.totalHeapBytes === 900)
   }
 
@@ -135,17 +138,20 @@ class MemoryManagerSuite extends AnyFunSuite {
     val failures = new ConcurrentLinkedQueue[Throwable]
     val held = new Array[Long](8)
     val threads = owners.zipWithIndex.map { case (f, t) =>
-      new Thread(() => try {
-        val rnd = new scala.util.Random(t)
-        start.await(60, TimeUnit.SECONDS)
-        for (_ <- 0 until 20000) {
-          val bytes = 1L + rnd.nextInt(512)
-          if (rnd.nextBoolean() && fx.mm.reserveFixed(f, bytes)) held(t) += bytes
-          else if (held(t) > 0) { fx.mm.releaseFixed(f, held(t)); held(t) = 0 }
-          val reserved = fx.mm.reservedFixedBytes
-          assert(reserved <= 4096 && reserved >= held(t), s"reserved $reserved, held ${held(t)}")
-        }
-      } catch { case e: Throwable => failures.add(e) }, s"fixed-$t")
+      new Thread(
+        () =>
+          try {
+            val rnd = new scala.util.Random(t)
+            start.await(60, TimeUnit.SECONDS)
+            for (_ <- 0 until 20000) {
+              val bytes = 1L + rnd.nextInt(512)
+              if (rnd.nextBoolean() && fx.mm.reserveFixed(f, bytes)) held(t) += bytes
+              else if (held(t) > 0) { fx.mm.releaseFixed(f, held(t)); held(t) = 0 }
+              val reserved = fx.mm.reservedFixedBytes
+              assert(reserved <= 4096 && reserved >= held(t),
+                s"reserved $reserved, held ${held(t)}")
+            }
+          } catch { case e: Throwable => failures.add(e) }, s"fixed-$t")
     }
     threads.foreach(_.start())
     threads.foreach(_.join(60000))
@@ -224,7 +230,8 @@ class MemoryManagerSuite extends AnyFunSuite {
     assert(fx.mm.status.maxEntries === 1000)
   }
 
-  test("a round planned while another round's spill is in flight does not evict that excess again") {
+  test(
+    "a round planned while another round's spill is in flight does not evict that excess again") {
     val fx = new Fixture(1000)
     val a = fx.fake("a", 600, lastUsedSec = 0)
     val c1 = fx.fake("c1", 300)
@@ -340,11 +347,11 @@ class MemoryManagerSuite extends AnyFunSuite {
     val done = new AtomicBoolean
     val failures = new ConcurrentLinkedQueue[Throwable]
     def thread(name: String)(body: => Unit) = new Thread(() => {
-      try {
-        start.await(60, TimeUnit.SECONDS)
-        body
-      } catch { case e: Throwable => failures.add(e) }
-    }, name)
+        try {
+          start.await(60, TimeUnit.SECONDS)
+          body
+        } catch { case e: Throwable => failures.add(e) }
+      }, name)
     val workers = owned.zipWithIndex.map { case (mine, t) =>
       thread(s"memory-test-$t") {
         val rnd = new scala.util.Random(seed * 100 + t)

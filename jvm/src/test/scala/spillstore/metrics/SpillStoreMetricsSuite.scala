@@ -6,7 +6,9 @@ import org.apache.logging.log4j.Level
 import org.scalatest.funsuite.AnyFunSuite
 
 import org.apache.spark.sql.execution.metric.HitRatioPacking.{hitsOf, lookupsOf}
-import org.apache.spark.sql.execution.streaming.state.{StateStoreCustomMetric, StateStoreCustomSizeMetric}
+import org.apache.spark.sql.execution.streaming.state.{
+  StateStoreCustomMetric, StateStoreCustomSizeMetric
+}
 
 import spillstore.LogCapture
 import spillstore.SpillStoreProviderSuite._
@@ -101,7 +103,8 @@ class SpillStoreLoggingSuite extends AnyFunSuite {
         s1.abort()
         p.close()
         val again = openProvider(rootOf(dir), budgetConf("64k"))
-        try again.getStore(1).abort() finally again.close()
+        try again.getStore(1).abort()
+        finally again.close()
       }
       val info = logged().filter(_.level == Level.INFO).map(_.message)
       def count(fragment: String) = info.count(_.contains(fragment))

@@ -27,19 +27,22 @@ class CheckpointLayoutSuite extends AnyFunSuite {
   private def write(file: File, body: DataOutputStream => Unit): Unit = {
     file.getParentFile.mkdirs()
     val out = new DataOutputStream(new FileOutputStream(file))
-    try body(out) finally out.close()
+    try body(out)
+    finally out.close()
   }
 
   private def checkpoint(root: String, offsetMetadata: String, keySchema: StructType,
       schemaFormat: String = "v1"): CheckpointLayout = {
     new File(root, "offsets").mkdirs()
-    Files.write(new File(root, "offsets/7").toPath, s"v1\n$offsetMetadata\n{\"logOffset\":3}\n-".getBytes(StandardCharsets.UTF_8))
+    Files.write(new File(root, "offsets/7").toPath,
+      s"v1\n$offsetMetadata\n{\"logOffset\":3}\n-".getBytes(StandardCharsets.UTF_8))
     new File(root, "commits").mkdirs()
     new File(root, "state/0/1").mkdirs()
-    write(new File(root, "state/0/0/_metadata/schema"), { out =>
-      out.writeUTF(schemaFormat)
-      if (schemaFormat == "v1") { out.writeUTF(keySchema.json); out.writeUTF(value.json) }
-    })
+    write(new File(root, "state/0/0/_metadata/schema"),
+      { out =>
+        out.writeUTF(schemaFormat)
+        if (schemaFormat == "v1") { out.writeUTF(keySchema.json); out.writeUTF(value.json) }
+      })
     new CheckpointLayout(new Path(root), conf)
   }
 
@@ -79,7 +82,7 @@ class CheckpointLayoutSuite extends AnyFunSuite {
       val noConf = OffsetLogEntry(entry.lines,
         CheckpointLayout.Json.readTree("""{"batchWatermarkMs":5}"""))
       assert(noConf.withProvider("y").contains(
-        "{\"batchWatermarkMs\":5,\"conf\":{\"spark.sql.streaming.stateStore.providerClass\":\"y\"}}"))
+          "{\"batchWatermarkMs\":5,\"conf\":{\"spark.sql.streaming.stateStore.providerClass\":\"y\"}}"))
     }
   }
 

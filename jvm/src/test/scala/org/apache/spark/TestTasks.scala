@@ -17,13 +17,15 @@ object TestTasks {
       TaskMetrics.empty, BigDecimal(1), Map.empty)
     TaskContext.setTaskContext(ctx)
     var failure: Option[Throwable] = None
-    try body(ctx) catch {
+    try body(ctx)
+    catch {
       case e: Throwable =>
         failure = Some(e)
         ctx.markTaskFailed(e)
         throw e
     } finally {
-      try ctx.markTaskCompleted(failure) finally TaskContext.unset()
+      try ctx.markTaskCompleted(failure)
+      finally TaskContext.unset()
     }
   }
 }

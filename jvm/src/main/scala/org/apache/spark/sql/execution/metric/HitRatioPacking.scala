@@ -37,7 +37,7 @@ object HitRatioPacking {
  * metric's value ([[sumsChanged]]): 4.2+ sets Spark's `_value`, older lines override `value`.
  */
 abstract class HitRatioSums
-  extends SQLMetric(HitRatioPacking.AverageMetricType, HitRatioPacking.Unset) {
+    extends SQLMetric(HitRatioPacking.AverageMetricType, HitRatioPacking.Unset) {
   protected var hits = 0L
   protected var lookups = 0L
 
@@ -62,7 +62,7 @@ abstract class HitRatioSums
       lookups += o.lookups
       sumsChanged()
     case _ => throw new UnsupportedOperationException(
-      s"Cannot merge ${getClass.getName} with ${other.getClass.getName}")
+        s"Cannot merge ${getClass.getName} with ${other.getClass.getName}")
   }
 
   override def reset(): Unit = {

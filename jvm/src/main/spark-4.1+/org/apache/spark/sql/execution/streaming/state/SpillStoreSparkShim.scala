@@ -13,8 +13,10 @@ import org.apache.spark.internal.Logging
  * store coordinator) and where this line keeps `CheckpointFileManager`.
  */
 object SpillStoreSparkShim extends Logging {
-  type CheckpointFileManager = org.apache.spark.sql.execution.streaming.checkpointing.CheckpointFileManager
-  val CheckpointFileManager = org.apache.spark.sql.execution.streaming.checkpointing.CheckpointFileManager
+  type CheckpointFileManager =
+    org.apache.spark.sql.execution.streaming.checkpointing.CheckpointFileManager
+  val CheckpointFileManager =
+    org.apache.spark.sql.execution.streaming.checkpointing.CheckpointFileManager
 
   /** Where Spark puts the query's run id in a store's Hadoop conf (StreamExecution.RUN_ID_KEY). */
   private val RunIdKey = "sql.streaming.runId"

@@ -20,7 +20,7 @@ object SpillStoreSparkErrors {
   /** As Spark's HDFS provider reports a snapshot it was asked to replay from and lacks. */
   def missingSnapshotFile(file: Path, store: String): Throwable =
     QueryExecutionErrors.cannotLoadStore(StateStoreErrors.stateStoreSnapshotFileNotFound(
-      file.toString, store))
+        file.toString, store))
 
   def cannotCommit(store: String, cause: Throwable): Throwable =
     QueryExecutionErrors.failedToCommitStateFileError(store, cause)

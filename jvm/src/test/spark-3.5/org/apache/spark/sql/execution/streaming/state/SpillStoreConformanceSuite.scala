@@ -17,8 +17,8 @@ import spillstore.{FreshExecutorScope, SpillStoreProvider}
  * Spark 3.5's StateStoreSuiteBase (from the 3.5.9 test jar) against the 3.5 build. 3.5's
  * provider API has no column families and gives the number of prefix-key columns to `init`.
  */
-class SpillStoreConformanceSuite extends StateStoreSuiteBase[SpillStoreProvider]
-  with FreshExecutorScope {
+class SpillStoreConformanceSuite
+    extends StateStoreSuiteBase[SpillStoreProvider] with FreshExecutorScope {
   import SpillStoreConformanceSuite._
 
   /** Test-name prefix -> why the test does not apply to this suite's spillstore. */
@@ -27,7 +27,8 @@ class SpillStoreConformanceSuite extends StateStoreSuiteBase[SpillStoreProvider]
   override protected def test(testName: String, testTags: Tag*)(testFun: => Any)(
       implicit pos: Position): Unit = {
     spillstoreExclusions.find { case (prefix, _) => testName.startsWith(prefix) } match {
-      case Some((_, reason)) => super.ignore(s"$testName [excluded: $reason]", testTags: _*)(testFun)
+      case Some((_, reason)) =>
+        super.ignore(s"$testName [excluded: $reason]", testTags: _*)(testFun)
       case None => super.test(testName, testTags: _*)(testFun)
     }
   }
@@ -44,12 +45,14 @@ class SpillStoreConformanceSuite extends StateStoreSuiteBase[SpillStoreProvider]
 
   override def newStoreProvider(storeId: StateStoreId): SpillStoreProvider = provider(storeId)
 
-  override def newStoreProvider(minDeltasForSnapshot: Int, numOfVersToRetainInMemory: Int): SpillStoreProvider =
+  override def newStoreProvider(minDeltasForSnapshot: Int, numOfVersToRetainInMemory: Int)
+      : SpillStoreProvider =
     provider(StateStoreId(StateStoreTestsHelper.newDir(), Random.nextInt(), 0),
       sqlConf = getDefaultSQLConf(minDeltasForSnapshot, numOfVersToRetainInMemory))
 
   override def newStoreProvider(numPrefixCols: Int): SpillStoreProvider =
-    provider(StateStoreId(StateStoreTestsHelper.newDir(), Random.nextInt(), 0), numPrefixCols = numPrefixCols)
+    provider(StateStoreId(StateStoreTestsHelper.newDir(), Random.nextInt(), 0),
+      numPrefixCols = numPrefixCols)
 
   override def getLatestData(p: SpillStoreProvider): Set[((String, Int), Int)] = {
     val files = new java.io.File(p.stateStoreId.storeCheckpointLocation().toUri.getPath).list()
@@ -66,7 +69,8 @@ class SpillStoreConformanceSuite extends StateStoreSuiteBase[SpillStoreProvider]
     }
   }
 
-  override def getDefaultSQLConf(minDeltasForSnapshot: Int, numOfVersToRetainInMemory: Int): SQLConf = {
+  override def getDefaultSQLConf(minDeltasForSnapshot: Int, numOfVersToRetainInMemory: Int)
+      : SQLConf = {
     val sqlConf = new SQLConf()
     sqlConf.setConf(SQLConf.STATE_STORE_MIN_DELTAS_FOR_SNAPSHOT, minDeltasForSnapshot)
     sqlConf.setConf(SQLConf.MAX_BATCHES_TO_RETAIN_IN_MEMORY, numOfVersToRetainInMemory)
@@ -117,7 +121,8 @@ class SpillStoreEverythingSpillsConformanceSuite extends SpillStoreConformanceSu
   override protected def spillstoreExclusions: Seq[(String, String)] =
     super.spillstoreExclusions :+ SpillStoreConformanceSuite.MemoryWithEverythingSpilled
 
-  override def getDefaultSQLConf(minDeltasForSnapshot: Int, numOfVersToRetainInMemory: Int): SQLConf = {
+  override def getDefaultSQLConf(minDeltasForSnapshot: Int, numOfVersToRetainInMemory: Int)
+      : SQLConf = {
     val sqlConf = super.getDefaultSQLConf(minDeltasForSnapshot, numOfVersToRetainInMemory)
     sqlConf.setConfString("spark.sql.streaming.stateStore.spillstore.memoryBudget", "1")
     sqlConf

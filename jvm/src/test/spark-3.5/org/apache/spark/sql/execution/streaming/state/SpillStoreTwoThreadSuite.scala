@@ -25,8 +25,9 @@ class SpillStoreTwoThreadSuite extends AnyFunSuite {
     val root = Files.createTempDirectory("spillstore-two-threads").toFile
     try {
       val r = TwoThreadWorkload.run(root, open, asTask)
-      assert(r.evictions > 0 && r.coldLoads > 0, "the race's preconditions did not happen: " +
-        s"${r.evictions} evictions, ${r.coldLoads} cold loads")
+      assert(r.evictions > 0 && r.coldLoads > 0,
+        "the race's preconditions did not happen: " +
+          s"${r.evictions} evictions, ${r.coldLoads} cold loads")
       assert(r.counts.size === r.expected.size)
       assert(r.counts === r.expected)
     } finally FileUtils.deleteQuietly(root)
@@ -48,8 +49,10 @@ class SpillStoreTwoThreadSuite extends AnyFunSuite {
     val ctx = new TaskContextImpl(0, 0, 0, attempt, 0, 1, null, new Properties, null,
       TaskMetrics.empty, 1, Map.empty)
     TaskContext.setTaskContext(ctx)
-    try body(ctx) finally {
-      try ctx.markTaskCompleted(None) finally TaskContext.unset()
+    try body(ctx)
+    finally {
+      try ctx.markTaskCompleted(None)
+      finally TaskContext.unset()
     }
   }
 }

@@ -39,7 +39,8 @@ class SpillStoreInstanceMetricSuite extends StateStoreInstanceMetricSuite {
       testTags: org.scalatest.Tag*)(testBody: => Any): Unit =
     exclusions.find { case (prefix, _) => testName.startsWith(prefix) } match {
       case Some((_, reason)) =>
-        ignore(s"$testName (with changelog checkpointing) [excluded: $reason]", testTags: _*)(testBody)
+        ignore(s"$testName (with changelog checkpointing) [excluded: $reason]", testTags: _*)(
+          testBody)
       case None => super.testWithChangelogCheckpointingEnabled(testName, testTags: _*)(testBody)
     }
 }

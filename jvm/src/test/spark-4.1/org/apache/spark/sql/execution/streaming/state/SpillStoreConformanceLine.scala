@@ -1,7 +1,8 @@
 package org.apache.spark.sql.execution.streaming.state
 
 /** Spark 4.1's own test jar against the 4.1 build. */
-trait SpillStoreConformanceLine extends SpillStoreConformance41 { self: SpillStoreConformanceSuite =>
+trait SpillStoreConformanceLine extends SpillStoreConformance41 {
+  self: SpillStoreConformanceSuite =>
   private def checksums = "asserts the file layout of Spark's own providers with 4.1's checkpoint " +
     "file checksums (a .crc companion per delta/snapshot file); spillstore's journal and snapshot " +
     "files carry their checksum inside and have no companion files"

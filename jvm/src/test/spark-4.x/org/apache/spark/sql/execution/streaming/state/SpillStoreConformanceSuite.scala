@@ -20,8 +20,9 @@ import spillstore.{FreshExecutorScope, SpillStoreProvider}
  * methods, the tests that cannot apply and why: `spillstoreExclusions`) is that line's
  * [[SpillStoreConformanceLine]] (jvm/src/test/spark-<line>).
  */
-class SpillStoreConformanceSuite extends StateStoreSuiteBase[SpillStoreProvider]
-  with SpillStoreConformanceLine with SpillStoreExcludedTests with FreshExecutorScope {
+class SpillStoreConformanceSuite
+    extends StateStoreSuiteBase[SpillStoreProvider] with SpillStoreConformanceLine
+    with SpillStoreExcludedTests with FreshExecutorScope {
 
   // As Spark's own StateStoreSuite and RocksDBStateStoreSuite do (before/after): the base
   // suite's tests that call StateStore.get under a SparkContext (4.1+: "... with release()",
@@ -34,31 +35,37 @@ class SpillStoreConformanceSuite extends StateStoreSuiteBase[SpillStoreProvider]
   }
 
   override def afterEach(): Unit =
-    try StateStore.stop() finally super.afterEach()
+    try StateStore.stop()
+    finally super.afterEach()
 
-  override def newStoreProvider(): SpillStoreProvider = provider(StateStoreId(StateStoreTestsHelper.newDir(), Random.nextInt(), 0))
+  override def newStoreProvider(): SpillStoreProvider =
+    provider(StateStoreId(StateStoreTestsHelper.newDir(), Random.nextInt(), 0))
 
   override def newStoreProvider(storeId: StateStoreId): SpillStoreProvider = provider(storeId)
 
   // spillstore has no column families yet; like Spark's HDFS suite, the flag is ignored and the
   // tests use the default column family only.
-  override def newStoreProvider(storeId: StateStoreId, useColumnFamilies: Boolean): SpillStoreProvider =
+  override def newStoreProvider(storeId: StateStoreId, useColumnFamilies: Boolean)
+      : SpillStoreProvider =
     provider(storeId)
 
   override def newStoreProvider(storeId: StateStoreId, conf: Configuration): SpillStoreProvider =
     provider(storeId, hadoopConf = conf)
 
-  override def newStoreProvider(minDeltasForSnapshot: Int, numOfVersToRetainInMemory: Int): SpillStoreProvider =
+  override def newStoreProvider(minDeltasForSnapshot: Int, numOfVersToRetainInMemory: Int)
+      : SpillStoreProvider =
     provider(StateStoreId(StateStoreTestsHelper.newDir(), Random.nextInt(), 0),
       sqlConf = getDefaultSQLConf(minDeltasForSnapshot, numOfVersToRetainInMemory))
 
   override def newStoreProvider(keySchema: StructType, keyStateEncoderSpec: KeyStateEncoderSpec,
       useColumnFamilies: Boolean): SpillStoreProvider =
-    provider(StateStoreId(StateStoreTestsHelper.newDir(), Random.nextInt(), 0), keySchema, keyStateEncoderSpec)
+    provider(StateStoreId(StateStoreTestsHelper.newDir(), Random.nextInt(), 0), keySchema,
+      keyStateEncoderSpec)
 
   override def newStoreProvider(useColumnFamilies: Boolean): SpillStoreProvider = newStoreProvider()
 
-  override def getLatestData(p: SpillStoreProvider, useColumnFamilies: Boolean): Set[((String, Int), Int)] = {
+  override def getLatestData(p: SpillStoreProvider, useColumnFamilies: Boolean)
+      : Set[((String, Int), Int)] = {
     val files = new java.io.File(p.stateStoreId.storeCheckpointLocation().toUri.getPath).list()
     val latest = Option(files).toSeq.flatten.filter(_.endsWith(".journal"))
       .flatMap(_.stripSuffix(".journal").toLongOption).maxOption.getOrElse(0L)
@@ -74,7 +81,8 @@ class SpillStoreConformanceSuite extends StateStoreSuiteBase[SpillStoreProvider]
     }
   }
 
-  override def getDefaultSQLConf(minDeltasForSnapshot: Int, numOfVersToRetainInMemory: Int): SQLConf = {
+  override def getDefaultSQLConf(minDeltasForSnapshot: Int, numOfVersToRetainInMemory: Int)
+      : SQLConf = {
     val sqlConf = new SQLConf()
     sqlConf.setConf(SQLConf.STATE_STORE_MIN_DELTAS_FOR_SNAPSHOT, minDeltasForSnapshot)
     sqlConf.setConf(SQLConf.MAX_BATCHES_TO_RETAIN_IN_MEMORY, numOfVersToRetainInMemory)
@@ -109,7 +117,8 @@ class SpillStoreEverythingSpillsConformanceSuite extends SpillStoreConformanceSu
   override def spillstoreExclusions: Seq[(String, String)] =
     super.spillstoreExclusions :+ SpillStoreConformanceExclusions.memoryWithEverythingSpilled
 
-  override def getDefaultSQLConf(minDeltasForSnapshot: Int, numOfVersToRetainInMemory: Int): SQLConf = {
+  override def getDefaultSQLConf(minDeltasForSnapshot: Int, numOfVersToRetainInMemory: Int)
+      : SQLConf = {
     val sqlConf = super.getDefaultSQLConf(minDeltasForSnapshot, numOfVersToRetainInMemory)
     sqlConf.setConfString("spark.sql.streaming.stateStore.spillstore.memoryBudget", "1")
     sqlConf

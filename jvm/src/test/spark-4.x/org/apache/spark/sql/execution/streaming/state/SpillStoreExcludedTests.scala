@@ -13,7 +13,8 @@ trait SpillStoreExcludedTests extends AnyFunSuiteLike {
   override protected def test(testName: String, testTags: Tag*)(testFun: => Any)(
       implicit pos: Position): Unit =
     spillstoreExclusions.find { case (prefix, _) => testName.startsWith(prefix) } match {
-      case Some((_, reason)) => super.ignore(s"$testName [excluded: $reason]", testTags: _*)(testFun)
+      case Some((_, reason)) =>
+        super.ignore(s"$testName [excluded: $reason]", testTags: _*)(testFun)
       case None => super.test(testName, testTags: _*)(testFun)
     }
 }

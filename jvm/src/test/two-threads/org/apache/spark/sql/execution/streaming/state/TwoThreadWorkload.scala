@@ -65,14 +65,14 @@ object TwoThreadWorkload {
     val sent = new ArrayBlockingQueue[(Long, Long)](64)
     @volatile var writerFailure: Throwable = null
     val writer = new Thread(() => {
-      TaskContext.setTaskContext(ctx) // as Spark's writer threads do
-      val key = UnsafeProjection.create(KeySchema)
-      groups.foreach { g =>
-        val state = store.get(key(new GenericInternalRow(Array[Any](g.toLong))))
-        val count = if (state == null) 0L else state.getLong(0)
-        if (!sent.offer((g.toLong, count), 60, TimeUnit.SECONDS)) sys.error("nobody reads")
-      }
-    }, s"writer thread of batch $batch")
+        TaskContext.setTaskContext(ctx) // as Spark's writer threads do
+        val key = UnsafeProjection.create(KeySchema)
+        groups.foreach { g =>
+          val state = store.get(key(new GenericInternalRow(Array[Any](g.toLong))))
+          val count = if (state == null) 0L else state.getLong(0)
+          if (!sent.offer((g.toLong, count), 60, TimeUnit.SECONDS)) sys.error("nobody reads")
+        }
+      }, s"writer thread of batch $batch")
     writer.setDaemon(true) // a corrupted heap can leave it spinning
     writer.setUncaughtExceptionHandler((_, e) => writerFailure = e)
     writer.start()
@@ -80,13 +80,15 @@ object TwoThreadWorkload {
     val value = UnsafeProjection.create(ValueSchema)
     for (_ <- groups.indices) {
       val next = sent.poll(60, TimeUnit.SECONDS)
-      if (next == null) throw new AssertionError(s"batch $batch: the writer thread stopped: $writerFailure")
+      if (next == null)
+        throw new AssertionError(s"batch $batch: the writer thread stopped: $writerFailure")
       store.put(key(new GenericInternalRow(Array[Any](next._1))),
         value(new GenericInternalRow(Array[Any](next._2 + 1))))
     }
     writer.join(60000)
     if (writerFailure != null) throw new AssertionError(s"the writer thread failed", writerFailure)
-    if (store.commit() != batch + 1) throw new AssertionError(s"batch $batch committed another version")
+    if (store.commit() != batch + 1)
+      throw new AssertionError(s"batch $batch committed another version")
     store.metrics.customMetrics.map { case (m, v) => m.name -> v }
   }
 }

@@ -5,7 +5,9 @@ import java.io.File
 import org.apache.hadoop.conf.Configuration
 
 import org.apache.spark.sql.{DataFrame, Row}
-import org.apache.spark.sql.execution.streaming.state.{NoPrefixKeyStateEncoderSpec, SpillStoreExcludedTests, StateStoreConf, StateStoreId}
+import org.apache.spark.sql.execution.streaming.state.{
+  NoPrefixKeyStateEncoderSpec, SpillStoreExcludedTests, StateStoreConf, StateStoreId
+}
 import org.apache.spark.sql.functions.col
 import org.apache.spark.sql.internal.SQLConf
 import org.apache.spark.sql.streaming.OutputMode
@@ -18,8 +20,8 @@ import spillstore.SpillStoreProvider
  * feed (`readChangeFeed`) and the reads, `snapshotStartBatchId` included, as on the HDFS
  * provider. They live in Spark's package for the base suites' package-private helpers.
  */
-class SpillStoreStateDataSourceChangeDataReaderSuite extends StateDataSourceChangeDataReaderSuite
-  with SpillStoreExcludedTests {
+class SpillStoreStateDataSourceChangeDataReaderSuite
+    extends StateDataSourceChangeDataReaderSuite with SpillStoreExcludedTests {
   import SpillStoreStateDataSourceLine.memoryStream
   import testImplicits._
 
@@ -58,16 +60,18 @@ class SpillStoreStateDataSourceChangeDataReaderSuite extends StateDataSourceChan
 
       // As Spark's HDFS expectation, but for left key 2 of batch 0 (stored unmatched, then
       // matched by right key 2 in the same batch) only its final value.
-      checkAnswer(changes("left-keyWithIndexToValue"), Seq(
-        Row(0L, "update", Row(1, 0L), Row(1, 1L, false), 3),
-        Row(0L, "update", Row(2, 0L), Row(2, 2L, true), 4),
-        Row(1L, "update", Row(3, 0L), Row(3, 3L, false), 1),
-        Row(1L, "update", Row(4, 0L), Row(4, 4L, true), 2)))
-      checkAnswer(changes("left-keyToNumValues"), Seq(
-        Row(0L, "update", Row(1), Row(1L), 3),
-        Row(0L, "update", Row(2), Row(1L), 4),
-        Row(1L, "update", Row(3), Row(1L), 1),
-        Row(1L, "update", Row(4), Row(1L), 2)))
+      checkAnswer(changes("left-keyWithIndexToValue"),
+        Seq(
+          Row(0L, "update", Row(1, 0L), Row(1, 1L, false), 3),
+          Row(0L, "update", Row(2, 0L), Row(2, 2L, true), 4),
+          Row(1L, "update", Row(3, 0L), Row(3, 3L, false), 1),
+          Row(1L, "update", Row(4, 0L), Row(4, 4L, true), 2)))
+      checkAnswer(changes("left-keyToNumValues"),
+        Seq(
+          Row(0L, "update", Row(1), Row(1L), 3),
+          Row(0L, "update", Row(2), Row(1L), 4),
+          Row(1L, "update", Row(3), Row(1L), 1),
+          Row(1L, "update", Row(4), Row(1L), 2)))
     }
   }
 
@@ -79,8 +83,8 @@ class SpillStoreStateDataSourceChangeDataReaderSuite extends StateDataSourceChan
  * Spark's providers (and are read by those, as a checkpoint keeps its provider), so here the
  * same queries write spillstore checkpoints first.
  */
-class SpillStoreStateDataSourceReadSuite extends StateDataSourceReadSuite
-  with SpillStoreExcludedTests {
+class SpillStoreStateDataSourceReadSuite
+    extends StateDataSourceReadSuite with SpillStoreExcludedTests {
   import SpillStoreStateDataSourceLine.memoryStream
   import SpillStoreStateDataSourceReadSuite.ColumnFamilies
   import testImplicits._
@@ -121,27 +125,32 @@ class SpillStoreStateDataSourceReadSuite extends StateDataSourceReadSuite
   private def withSnapshotAtBatch1(run: (String, () => Unit) => Unit,
       stores: Seq[(Int, String)])(check: String => Unit): Unit = {
     // Without no-data batches (a join's watermark makes them), batch N commits version N + 1.
-    withTempDir { dir => withSQLConf(SQLConf.STREAMING_NO_DATA_MICRO_BATCHES_ENABLED.key -> "false") {
-      val checkpoint = dir.getCanonicalPath
-      run(checkpoint, () => stores.foreach { case (partition, storeName) =>
-        val storeId = StateStoreId(new File(checkpoint, "state").getPath, 0, partition, storeName)
-        val conf = new SQLConf
-        conf.setConf(SQLConf.STATE_STORE_MIN_DELTAS_FOR_SNAPSHOT, 1)
-        val schema = StructType(Seq(StructField("unused", IntegerType)))
-        val provider = new SpillStoreProvider
-        provider.init(storeId, schema, schema, NoPrefixKeyStateEncoderSpec(schema),
-          useColumnFamilies = false, new StateStoreConf(conf), new Configuration)
-        // As on an executor, the provider has loaded the version (only a version a provider
-        // committed or loaded is ever snapshotted), then maintenance runs.
-        try {
-          provider.getReadStore(2).abort()
-          provider.doMaintenance()
-        } finally provider.close()
-        val snapshot = new File(storeId.storeCheckpointLocation().toUri.getPath, "2.snapshot")
-        assert(snapshot.exists(), s"$snapshot was not written")
-      })
-      check(checkpoint)
-    }}
+    withTempDir { dir =>
+      withSQLConf(SQLConf.STREAMING_NO_DATA_MICRO_BATCHES_ENABLED.key -> "false") {
+        val checkpoint = dir.getCanonicalPath
+        run(checkpoint,
+          () =>
+            stores.foreach { case (partition, storeName) =>
+              val storeId =
+                StateStoreId(new File(checkpoint, "state").getPath, 0, partition, storeName)
+              val conf = new SQLConf
+              conf.setConf(SQLConf.STATE_STORE_MIN_DELTAS_FOR_SNAPSHOT, 1)
+              val schema = StructType(Seq(StructField("unused", IntegerType)))
+              val provider = new SpillStoreProvider
+              provider.init(storeId, schema, schema, NoPrefixKeyStateEncoderSpec(schema),
+                useColumnFamilies = false, new StateStoreConf(conf), new Configuration)
+              // As on an executor, the provider has loaded the version (only a version a provider
+              // committed or loaded is ever snapshotted), then maintenance runs.
+              try {
+                provider.getReadStore(2).abort()
+                provider.doMaintenance()
+              } finally provider.close()
+              val snapshot = new File(storeId.storeCheckpointLocation().toUri.getPath, "2.snapshot")
+              assert(snapshot.exists(), s"$snapshot was not written")
+            })
+        check(checkpoint)
+      }
+    }
   }
 
   /** Per partition: the state read from snapshot 2 (batch 1) and journals = the state read. */
@@ -159,17 +168,19 @@ class SpillStoreStateDataSourceReadSuite extends StateDataSourceReadSuite
   }
 
   private def partitions: Seq[Int] = 0 until spark.sessionState.conf.numShufflePartitions
-  private def defaultStores: Seq[(Int, String)] = partitions.map(_ -> StateStoreId.DEFAULT_STORE_NAME)
+  private def defaultStores: Seq[(Int, String)] =
+    partitions.map(_ -> StateStoreId.DEFAULT_STORE_NAME)
 
   private def fourBatches(query: DataFrame, input: Seq[Seq[(Int, Long)]],
       addData: Seq[(Int, Long)] => Unit, mode: OutputMode)(
       checkpoint: String, snapshotVersion2: () => Unit): Unit = {
     val actions: Seq[StreamAction] = input.zipWithIndex.flatMap { case (rows, batch) =>
       Seq(Execute(s"add batch $batch")(_ => addData(rows)), ProcessAllAvailable()) ++
-        (if (batch == 1) Seq(Execute("snapshot version 2")(_ => snapshotVersion2()))
-        else Nil)
+      (if (batch == 1) Seq(Execute("snapshot version 2")(_ => snapshotVersion2()))
+       else Nil)
     }
-    testStream(query, mode)(StartStream(checkpointLocation = checkpoint) +: actions :+ StopStream: _*)
+    testStream(query, mode)(
+      StartStream(checkpointLocation = checkpoint) +: actions :+ StopStream: _*)
   }
 
   private def batchesOfThree(from: Int, batches: Int): Seq[Seq[(Int, Long)]] =
@@ -178,8 +189,9 @@ class SpillStoreStateDataSourceReadSuite extends StateDataSourceReadSuite
   test("snapshotStartBatchId on limit state") {
     val input = memoryStream[(Int, Long)]
     withSnapshotAtBatch1(fourBatches(input.toDF().limit(10),
-      (0 until 4).map(b => (3 * b + 1 to 3 * b + 3).map(i => (i, i.toLong))),
-      rows => input.addData(rows), OutputMode.Append), Seq(0 -> StateStoreId.DEFAULT_STORE_NAME)) { checkpoint =>
+        (0 until 4).map(b => (3 * b + 1 to 3 * b + 3).map(i => (i, i.toLong))),
+        rows => input.addData(rows), OutputMode.Append),
+      Seq(0 -> StateStoreId.DEFAULT_STORE_NAME)) { checkpoint =>
       snapshotReadEqualsRead(checkpoint, Seq(0)) // a global limit keeps its state in partition 0
     }
   }
@@ -187,7 +199,7 @@ class SpillStoreStateDataSourceReadSuite extends StateDataSourceReadSuite
   test("snapshotStartBatchId on aggregation state") {
     val input = memoryStream[(Int, Long)]
     withSnapshotAtBatch1(fourBatches(input.toDF().groupBy("_1").count(), batchesOfThree(1, 4),
-      rows => input.addData(rows), OutputMode.Update), defaultStores) { checkpoint =>
+        rows => input.addData(rows), OutputMode.Update), defaultStores) { checkpoint =>
       snapshotReadEqualsRead(checkpoint, partitions)
     }
   }
@@ -195,7 +207,7 @@ class SpillStoreStateDataSourceReadSuite extends StateDataSourceReadSuite
   test("snapshotStartBatchId on deduplication state") {
     val input = memoryStream[(Int, Long)]
     withSnapshotAtBatch1(fourBatches(input.toDF().dropDuplicates("_1"), batchesOfThree(1, 4),
-      rows => input.addData(rows), OutputMode.Append), defaultStores) { checkpoint =>
+        rows => input.addData(rows), OutputMode.Append), defaultStores) { checkpoint =>
       snapshotReadEqualsRead(checkpoint, partitions)
     }
   }
@@ -204,12 +216,14 @@ class SpillStoreStateDataSourceReadSuite extends StateDataSourceReadSuite
     for (stateVersion <- Seq(1, 2)) {
       withSQLConf(SQLConf.STREAMING_JOIN_STATE_FORMAT_VERSION.key -> stateVersion.toString) {
         val input = memoryStream[(Int, Long)]
-        val left = for (p <- partitions; s <- Seq("left-keyToNumValues", "left-keyWithIndexToValue"))
-          yield p -> s
+        val left =
+          for (p <- partitions; s <- Seq("left-keyToNumValues", "left-keyWithIndexToValue"))
+            yield p -> s
         withSnapshotAtBatch1(fourBatches(getStreamStreamJoinQuery(input),
-          (0 until 4).map(b => (5 * b + 1 to 5 * b + 5).map(i => (i, i.toLong))),
-          rows => input.addData(rows), OutputMode.Append), left) { checkpoint =>
-          snapshotReadEqualsRead(checkpoint, partitions, Map(StateSourceOptions.JOIN_SIDE -> "left"))
+            (0 until 4).map(b => (5 * b + 1 to 5 * b + 5).map(i => (i, i.toLong))),
+            rows => input.addData(rows), OutputMode.Append), left) { checkpoint =>
+          snapshotReadEqualsRead(checkpoint, partitions,
+            Map(StateSourceOptions.JOIN_SIDE -> "left"))
         }
       }
     }
