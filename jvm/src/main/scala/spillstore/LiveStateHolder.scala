@@ -23,7 +23,8 @@ import spillstore.tiered.TieredState
  * task ends and unloads take; store calls never take it.
  */
 private[spillstore] final class LiveStateHolder(newLiveState: () => TieredState, recovery: Recovery,
-    name: String) extends Logging {
+    name: String)
+    extends Logging {
   @volatile private var current: TieredState = newLiveState()
   private var version = -1L
   private var writer: SpillStateStore = _
@@ -87,14 +88,16 @@ private[spillstore] final class LiveStateHolder(newLiveState: () => TieredState,
   def load(at: Long, replayFrom: Long): Unit = {
     if (replayFrom >= 0) {
       version = -1
-      try recovery.loadFromSnapshot(replayFrom, at, current) catch {
+      try recovery.loadFromSnapshot(replayFrom, at, current)
+      catch {
         case e: Throwable => current.clear(); throw e
       }
       version = at
     } else if (version != at) {
       try {
         val rolledForward = version >= 0 && at > version && {
-          try { recovery.rollForward(version, at, current); true } catch {
+          try { recovery.rollForward(version, at, current); true }
+          catch {
             case NonFatal(e) =>
               logInfo(s"Cannot roll $name forward from $version to $at ($e); reloading from " +
                 "the checkpoint")
@@ -118,7 +121,8 @@ private[spillstore] final class LiveStateHolder(newLiveState: () => TieredState,
    */
   def reclaimDoomed(): Unit =
     if (doomed.nonEmpty) doomed = doomed.filterNot { s =>
-      s.ownership.isFreed || (try s.ownership.freeIfAbandoned() catch {
+      s.ownership.isFreed || (try s.ownership.freeIfAbandoned()
+      catch {
         case NonFatal(e) =>
           logWarning(s"Freeing $s of $name failed; it is no longer counted in the budget", e)
           s.ownership.isFreed
@@ -132,7 +136,7 @@ private[spillstore] final class LiveStateHolder(newLiveState: () => TieredState,
   def unload(): Unit = {
     invalidateWriter()
     version = -1
-    current.close()
+    current.ownership.close()
     if (!current.ownership.isFreed && !doomed.contains(current)) doomed ::= current
     reclaimDoomed()
   }

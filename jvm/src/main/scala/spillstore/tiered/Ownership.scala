@@ -49,7 +49,8 @@ final class Ownership private[tiered] (state: TieredState, freeState: () => Unit
   /** Runs `body` holding the lock: phase changes, and a relief round's eviction. */
   private[tiered] def locked[T](body: => T): T = {
     lock.lock()
-    try body finally lock.unlock()
+    try body
+    finally lock.unlock()
   }
 
   /** Checks, at the start of a store call, that `l` still owns the state. */
@@ -133,7 +134,10 @@ final class Ownership private[tiered] (state: TieredState, freeState: () => Unit
     free()
   }
 
-  /** See [[TieredState.close]]. */
+  /**
+   * Unloads: frees the state now if no task owns it; else dooms it, and its owner frees it
+   * between calls (its next call throws). Either way the state is closed for new leases.
+   */
   def close(): Unit = locked {
     if (!closed) {
       closed = true
@@ -155,7 +159,8 @@ final class Ownership private[tiered] (state: TieredState, freeState: () => Unit
    */
   private def free(): Unit = {
     closed = true
-    try freeState() finally {
+    try freeState()
+    finally {
       freed = true
       onFreed()
     }
@@ -167,7 +172,8 @@ final class Ownership private[tiered] (state: TieredState, freeState: () => Unit
    */
   private[tiered] def ifIdle(zero: Long)(body: => Long): Long = {
     if (lease != null || !lock.tryLock()) return zero
-    try { if (closed || lease != null) zero else body } finally lock.unlock()
+    try { if (closed || lease != null) zero else body }
+    finally lock.unlock()
   }
 
   def phase: String =

@@ -38,7 +38,8 @@ final class TieredState(
     budget: Budget,
     stats: ExecutorStats,
     openCold: (File, String) => ColdTier = ColdTier.create,
-    onFreed: TieredState => Unit = _ => ()) extends Spillable with Logging {
+    onFreed: TieredState => Unit = _ => ())
+    extends Spillable with Logging {
   import TieredState._
 
   val heap = new HeapTier(prefixIndex.getOrElse(HeapTier.NoListener))
@@ -85,9 +86,10 @@ final class TieredState(
       // The batch has ended (committed or aborted): an eviction that fails here (the cold
       // tier's disk) must not fail it; the next growth report or relief round tries again.
       try {
-        try keepToBudget() catch {
+        try keepToBudget()
+        catch {
           case NonFatal(e) => logWarning(s"$this could not evict on release ($reason); the " +
-            s"next batch or relief round retries: ${e.getMessage}", e)
+                s"next batch or relief round retries: ${e.getMessage}", e)
         }
         lastLook()
       } finally ownership.end(l, reason)(publishCounters())
@@ -98,28 +100,24 @@ final class TieredState(
       // after the unlock, so a request made later finds the state idle. The batch has ended
       // (a commit's version is durable), so a failed eviction is the budget's to retry.
       if (evictor.shrinkRequested) {
-        try trySpill(0, 0) catch {
+        try trySpill(0, 0)
+        catch {
           case NonFatal(e) =>
             logWarning(s"$this could not honour a shrink request after its owner let go " +
-              s"($reason); the next relief round retries: ${e.getMessage}", e)
+                s"($reason); the next relief round retries: ${e.getMessage}", e)
         } finally budget.shrank(this)
       }
       true
     }
   }
 
-  /**
-   * Unloads: frees the state now if no task owns it; else dooms it, and its owner frees it
-   * between calls (its next call throws). Either way the state is closed for new leases.
-   */
-  def close(): Unit = ownership.close()
-
   private def freeMemory(): Unit = { // under the ownership lock; each part even if one fails
     try {
       iterators.endBatch()
       heap.clear()
     } finally {
-      try cold.close() finally {
+      try cold.close()
+      finally {
         publish()
         publishCounters()
       }
@@ -151,7 +149,8 @@ final class TieredState(
       counting.misses += 1
       val before = heap.allocatedBytes
       val loaded = promote(hash, copyOf(key))
-      if (loaded < 0) null else {
+      if (loaded < 0) null
+      else {
         val kv = heap.keyValue(loaded) // before eviction may take the entry out again
         grew(heap.allocatedBytes - before)
         kv
@@ -166,7 +165,8 @@ final class TieredState(
     val keyLength = key.getSizeInBytes
     val s = heap.lookup(key.getBaseObject, key.getBaseOffset, keyLength, hash)
     val target = if (s >= 0 || !mayBeCold(key, hash)) s else promote(hash, copyOf(key))
-    if (target >= 0) heap.update(target, value.getBaseObject, value.getBaseOffset, value.getSizeInBytes)
+    if (target >= 0)
+      heap.update(target, value.getBaseObject, value.getBaseOffset, value.getSizeInBytes)
     else heap.insertChanged(hash, key.getBaseObject, key.getBaseOffset, keyLength,
       value.getBaseObject, value.getBaseOffset, value.getSizeInBytes)
     grew(heap.allocatedBytes - before)
@@ -212,7 +212,8 @@ final class TieredState(
     val changes = KeyOrder.sorted(heap.changeList, heap)
     while (changes.hasNext) {
       val s = changes.next()
-      if (heap.isLive(s)) out.putPacked(heap.page(s), heap.keyOffset(s), heap.keyLength(s), heap.valueLength(s))
+      if (heap.isLive(s))
+        out.putPacked(heap.page(s), heap.keyOffset(s), heap.keyLength(s), heap.valueLength(s))
       else if (heap.existed(s)) out.removePacked(heap.page(s), heap.keyOffset(s), heap.keyLength(s))
     }
   }

@@ -30,10 +30,14 @@ class TieredStateSuite extends AnyFunSuite with BeforeAndAfterAll {
   // The projection reuses its row, as Spark's operators do.
   private def key(i: Long): UnsafeRow = proj(new GenericInternalRow(Array[Any](i)))
   private def bytes(i: Long): UnsafeRow = valueProj(new GenericInternalRow(Array[Any](i))).copy()
-  private def long(b: Array[Byte]): Long = { val r = new UnsafeRow(1); r.pointTo(b, b.length); r.getLong(0) }
+  private def long(b: Array[Byte]): Long = {
+    val r = new UnsafeRow(1); r.pointTo(b, b.length); r.getLong(0)
+  }
   /** The value of what `get` returns: the 16-byte key row, then the value row. */
   private def got(kv: KeyValue): Long = long(kv.value)
-  private def row(b: Array[Byte]): UnsafeRow = { val r = new UnsafeRow(1); r.pointTo(b, b.length); r }
+  private def row(b: Array[Byte]): UnsafeRow = {
+    val r = new UnsafeRow(1); r.pointTo(b, b.length); r
+  }
 
   /**
    * A state whose heap keeps at most `maxEntries` entries, evicting on every growth. The test's
@@ -50,14 +54,18 @@ class TieredStateSuite extends AnyFunSuite with BeforeAndAfterAll {
     def commit(): Unit = { state.commitBatch(); renew() }
     def abort(): Unit = { state.abortBatch(); renew() }
     /** Ends the lease (the release evicts down to the limit) and takes a new one. */
-    def renew(): Unit = { state.release(lease, "test"); lease = state.ownership.acquire("test", -1) }
+    def renew(): Unit = {
+      state.release(lease, "test"); lease = state.ownership.acquire("test", -1)
+    }
     /** Commits `keys` (value = key); the release after the commit evicts down to the limit. */
     def load(keys: Seq[Long]): Unit = { keys.foreach(i => state.put(key(i), bytes(i))); commit() }
     lease = state.ownership.acquire("test", -1)
   }
 
   private val coldRoot = Files.createTempDirectory("tiered-cold").toFile
-  override def afterAll(): Unit = try super.afterAll() finally FileUtils.deleteQuietly(coldRoot)
+  override def afterAll(): Unit =
+    try super.afterAll()
+    finally FileUtils.deleteQuietly(coldRoot)
 
   private def contents(s: TieredState): Map[Long, Long] =
     s.iterator().map(kv => long(kv.key) -> long(kv.value)).toMap
@@ -84,7 +92,8 @@ class TieredStateSuite extends AnyFunSuite with BeforeAndAfterAll {
     assert(s.numKeys === 100)
   }
 
-  test("the cold-key filter is sized from the resident set when spilling starts: an absent key probes two layers, not five") {
+  test(
+    "the cold-key filter is sized from the resident set when spilling starts: an absent key probes two layers, not five") {
     val f = new Fixture(maxEntries = 50000)
     val s = f.state
     f.load(0L until 50000L)
@@ -103,7 +112,7 @@ class TieredStateSuite extends AnyFunSuite with BeforeAndAfterAll {
     def varint(): Int = {
       var v = 0
       var shift = 0
-      while ((data(at) & 0x80) != 0) { v |= (data(at) & 0x7f) << shift; shift += 7; at += 1 }
+      while ((data(at) & 0x80) != 0) { v |= (data(at) & 0x7F) << shift; shift += 7; at += 1 }
       v |= data(at) << shift
       at += 1
       v
@@ -121,27 +130,31 @@ class TieredStateSuite extends AnyFunSuite with BeforeAndAfterAll {
     keys.toSeq
   }
 
-  test("a large eviction writes RocksDB in chunks of bounded count and bytes, in key order, exactly") {
+  test(
+    "a large eviction writes RocksDB in chunks of bounded count and bytes, in key order, exactly") {
     val writes = ArrayBuffer.empty[Int] // batch sizes; evictions run on this thread
     val unsorted = ArrayBuffer.empty[Int]
-    val f = new Fixture(maxEntries = 40000, openCold = (parent, name) =>
-      new ColdTier(new File(parent, s"$name-${UUID.randomUUID()}")) {
-        override def write(batch: WriteBatch): Unit = {
-          writes += batch.count()
-          val keys = putKeys(batch)
-          if (keys.zip(keys.drop(1)).exists { case (a, b) =>
-              java.util.Arrays.compareUnsigned(a.toArray, b.toArray) >= 0 }) unsorted += batch.count()
-          assert(batch.data().length <= Evictor.MaxBytesPerWrite + 12 + 64)
-          super.write(batch)
-        }
-      })
+    val f = new Fixture(maxEntries = 40000,
+      openCold = (parent, name) =>
+        new ColdTier(new File(parent, s"$name-${UUID.randomUUID()}")) {
+          override def write(batch: WriteBatch): Unit = {
+            writes += batch.count()
+            val keys = putKeys(batch)
+            if (keys.zip(keys.drop(1)).exists { case (a, b) =>
+                java.util.Arrays.compareUnsigned(a.toArray, b.toArray) >= 0
+              }) unsorted += batch.count()
+            assert(batch.data().length <= Evictor.MaxBytesPerWrite + 12 + 64)
+            super.write(batch)
+          }
+        })
     val s = f.state
     f.load(0L until 40000L)
     assert(writes.isEmpty && s.heap.numLiveEntries === 40000)
     f.maxEntries = 5000
     f.renew() // evicts 35,000 entries: 16-byte keys and values, 7,490 a write
     assert(s.heap.numLiveEntries === 5000 && s.coldKeyCount === 35000)
-    assert(writes.sum === 35000 && writes.size === 5 && writes.forall(_ <= Evictor.MaxVictimsPerWrite), writes)
+    assert(writes.sum === 35000 && writes.size === 5 && writes.forall(
+        _ <= Evictor.MaxVictimsPerWrite), writes)
     assert(unsorted.isEmpty, s"writes not in key order: $unsorted")
     // By bytes: at least what was asked for, in one more chunked round.
     writes.clear()
@@ -159,8 +172,8 @@ class TieredStateSuite extends AnyFunSuite with BeforeAndAfterAll {
     f.commit()
     f.maxEntries = 0
     s.put(key(11), bytes(11))
-    assert(s.counters.writeBacks === 10)    // first eviction: all dirty
-    f.maxEntries = 1000            // key 11 stays on the heap, dirty
+    assert(s.counters.writeBacks === 10) // first eviction: all dirty
+    f.maxEntries = 1000 // key 11 stays on the heap, dirty
     f.commit()
     (1L to 10L).foreach(i => assert(got(s.get(key(i))) === i)) // promoted, clean
     assert(s.counters.coldLoads === 10)
@@ -170,7 +183,7 @@ class TieredStateSuite extends AnyFunSuite with BeforeAndAfterAll {
     s.put(key(12), bytes(12))
     val batch = s.counters - before
     assert(batch.evictions >= 10)
-    assert(batch.writeBacks === 1)     // only key 11 was dirty; 1..10 were clean
+    assert(batch.writeBacks === 1) // only key 11 was dirty; 1..10 were clean
   }
 
   test("abort after evictions restores N-1, wherever its entries live") {
@@ -193,16 +206,18 @@ class TieredStateSuite extends AnyFunSuite with BeforeAndAfterAll {
     // trySpill finds the state owned and gets 0.
     var racing = false
     var spilledDuringRelease = -1L
-    val s = new TieredState("race", None, () => coldRoot, new Budget {
-      def report(st: Spillable): Eviction = {
-        if (racing) {
-          val relief = new Thread(() => { st.requestShrink(0, 0); spilledDuringRelease = st.trySpill(0, 0) })
-          relief.start()
-          relief.join()
+    val s = new TieredState("race", None, () => coldRoot,
+      new Budget {
+        def report(st: Spillable): Eviction = {
+          if (racing) {
+            val relief =
+              new Thread(() => { st.requestShrink(0, 0); spilledDuringRelease = st.trySpill(0, 0) })
+            relief.start()
+            relief.join()
+          }
+          Eviction.Zero
         }
-        Eviction.Zero
-      }
-    }, new ExecutorStats)
+      }, new ExecutorStats)
     try {
       val lease = s.ownership.acquire("owner", -1)
       (1L to 50L).foreach(i => s.put(key(i), bytes(i)))
@@ -214,7 +229,7 @@ class TieredStateSuite extends AnyFunSuite with BeforeAndAfterAll {
       val again = s.ownership.acquire("owner", -1)
       assert(got(s.get(key(7))) === 7)
       s.release(again, "test")
-    } finally s.close()
+    } finally s.ownership.close()
   }
 
   /**
@@ -229,8 +244,9 @@ class TieredStateSuite extends AnyFunSuite with BeforeAndAfterAll {
       val e = manager.report(owner)
       if (armed) {
         armed = false
-        val relief = new Thread(() => manager.configure(MemoryConf(
-          budgetBytes = Some(owner.heapBytes / 2), pressureMonitor = false)))
+        val relief = new Thread(() =>
+          manager.configure(MemoryConf(
+              budgetBytes = Some(owner.heapBytes / 2), pressureMonitor = false)))
         relief.start()
         relief.join()
       }
@@ -247,7 +263,7 @@ class TieredStateSuite extends AnyFunSuite with BeforeAndAfterAll {
   private def releasedWhileRacing(name: String, localDir: File)(
       check: (TieredState, MemoryManager, Boolean, Long) => Unit): Unit = {
     val manager = new MemoryManager(MemoryConf(budgetBytes = Some(64L << 20),
-      pressureMonitor = false), relief = r => r.run())
+        pressureMonitor = false), relief = r => r.run())
     val racing = new RacingBudget(manager)
     val s = new TieredState(name, None, () => localDir, racing, new ExecutorStats)
     manager.register(s)
@@ -261,7 +277,7 @@ class TieredStateSuite extends AnyFunSuite with BeforeAndAfterAll {
       assert(!racing.armed, "no relief round raced the release")
       check(s, manager, released, before)
     } finally {
-      s.close()
+      s.ownership.close()
       manager.close()
     }
   }
@@ -280,21 +296,26 @@ class TieredStateSuite extends AnyFunSuite with BeforeAndAfterAll {
     // The owner honours the request after the unlock, where the eviction meets the local dir.
     val notADir = Files.createTempFile("not-a-dir", ".file").toFile
     try releasedWhileRacing("unusable", notADir) { (s, manager, released, _) =>
-      assert(released, "the release did not end the lease")
-      assert(s.coldKeyCount === 0, "the eviction cannot have reached a cold tier")
-      assert(manager.totalHeapBytes === s.heapBytes)
-      val reader = s.ownership.acquire("reader", -1)
-      assert(contents(s) === (1L to 5000L).map(i => i -> i).toMap)
-      s.release(reader, "read")
-    } finally notADir.delete()
+        assert(released, "the release did not end the lease")
+        assert(s.coldKeyCount === 0, "the eviction cannot have reached a cold tier")
+        assert(manager.totalHeapBytes === s.heapBytes)
+        val reader = s.ownership.acquire("reader", -1)
+        assert(contents(s) === (1L to 5000L).map(i => i -> i).toMap)
+        s.release(reader, "read")
+      }
+    finally notADir.delete()
   }
 
   test("a doomed state whose freeing fails part-way is freed for the budget all the same") {
     val mm = new MemoryManager(MemoryConf(budgetBytes = Some(64L << 10), pressureMonitor = false))
-    val s = new TieredState("doomed", None, () => coldRoot, mm, new ExecutorStats, onFreed = mm.unregister,
-      openCold = (parent, name) => new ColdTier(new File(parent, s"$name-${UUID.randomUUID()}")) {
-        override def close(): Unit = { super.close(); throw new RocksDBException("injected close failure") }
-      })
+    val s = new TieredState("doomed", None, () => coldRoot, mm, new ExecutorStats,
+      onFreed = mm.unregister,
+      openCold = (parent, name) =>
+        new ColdTier(new File(parent, s"$name-${UUID.randomUUID()}")) {
+          override def close(): Unit = {
+            super.close(); throw new RocksDBException("injected close failure")
+          }
+        })
     mm.register(s)
     val writer = s.ownership.acquire("writer", -1)
     (1L to 5000L).foreach(i => s.put(key(i), bytes(i)))
@@ -318,16 +339,17 @@ class TieredStateSuite extends AnyFunSuite with BeforeAndAfterAll {
     @volatile var holdWrites = true
     val s = new TieredState("two-rounds", None, () => coldRoot,
       new Budget { def report(owner: Spillable): Eviction = Eviction.Zero }, new ExecutorStats,
-      openCold = (parent, name) => new ColdTier(new File(parent, s"$name-${UUID.randomUUID()}")) {
-        override def write(batch: WriteBatch): Unit = {
-          if (holdWrites) {
-            holdWrites = false
-            inWrite.countDown()
-            finishWrite.await()
+      openCold = (parent, name) =>
+        new ColdTier(new File(parent, s"$name-${UUID.randomUUID()}")) {
+          override def write(batch: WriteBatch): Unit = {
+            if (holdWrites) {
+              holdWrites = false
+              inWrite.countDown()
+              finishWrite.await()
+            }
+            super.write(batch)
           }
-          super.write(batch)
-        }
-      })
+        })
     try {
       val lease = s.ownership.acquire("owner", -1)
       (1L to 1000L).foreach(i => s.put(key(i), bytes(i)))
@@ -348,7 +370,7 @@ class TieredStateSuite extends AnyFunSuite with BeforeAndAfterAll {
       val check = s.ownership.acquire("owner", -1)
       assert((1L to 1000L).forall(i => got(s.get(key(i))) == i))
       s.release(check, "checked")
-    } finally s.close()
+    } finally s.ownership.close()
   }
 
   test("removal during iteration over both tiers, and each key seen once") {
@@ -380,7 +402,9 @@ class TieredStateSuite extends AnyFunSuite with BeforeAndAfterAll {
       keys(new GenericInternalRow(Array[Any](UTF8String.fromString(g), t)))
     def prefix(g: String): UnsafeRow =
       prefixes(new GenericInternalRow(Array[Any](UTF8String.fromString(g)))).copy()
-    def t(kv: KeyValue): Long = { val r = new UnsafeRow(2); r.pointTo(kv.key, kv.keyLength); r.getLong(1) }
+    def t(kv: KeyValue): Long = {
+      val r = new UnsafeRow(2); r.pointTo(kv.key, kv.keyLength); r.getLong(1)
+    }
   }
 
   test("prefix scan covers both tiers") {
@@ -400,14 +424,16 @@ class TieredStateSuite extends AnyFunSuite with BeforeAndAfterAll {
   }
 
   /** Records in unsigned key order, the order of checkpoint files. */
-  private def inKeyOrder(records: Seq[(Array[Byte], Array[Byte])]): Seq[(Array[Byte], Array[Byte])] =
+  private def inKeyOrder(
+      records: Seq[(Array[Byte], Array[Byte])]): Seq[(Array[Byte], Array[Byte])] =
     records.sortWith((a, b) => java.util.Arrays.compareUnsigned(a._1, b._1) < 0)
 
   /**
    * A snapshot's records: unique keys in unsigned byte order, as `StateFile` writes them. Rows
    * are copied as they come: the projections reuse theirs.
    */
-  private def snapshotOf(entries: Iterator[(UnsafeRow, UnsafeRow)]): Seq[(Array[Byte], Array[Byte])] =
+  private def snapshotOf(
+      entries: Iterator[(UnsafeRow, UnsafeRow)]): Seq[(Array[Byte], Array[Byte])] =
     inKeyOrder(entries.map { case (k, v) => k.copy().getBytes -> v.copy().getBytes }.toSeq)
 
   private def load(s: TieredState, snapshot: Seq[(Array[Byte], Array[Byte])]): Unit = {
@@ -426,7 +452,8 @@ class TieredStateSuite extends AnyFunSuite with BeforeAndAfterAll {
 
   /** Entries RocksDB's memtables hold: what came through writes, not ingested files. */
   private def memtableEntries(t: ColdTier): Long =
-    t.property("rocksdb.num-entries-active-mem-table") + t.property("rocksdb.num-entries-imm-mem-tables")
+    t.property("rocksdb.num-entries-active-mem-table") + t.property(
+      "rocksdb.num-entries-imm-mem-tables")
 
   test("a snapshot past the heap's share loads the rest straight into the cold tier, exactly: " +
     "no entry goes through the heap first, and journals replay over both tiers") {
@@ -451,7 +478,8 @@ class TieredStateSuite extends AnyFunSuite with BeforeAndAfterAll {
     assert(contents(s) == model, "the loaded state differs from the snapshot")
     assert(got(s.get(key(n - 1))) === (n - 1) * 3 && s.get(key(n)) === null)
     // Journals after the snapshot update, remove and add keys of both tiers.
-    def inHeap(r: UnsafeRow) = s.heap.lookup(r.getBaseObject, r.getBaseOffset, r.getSizeInBytes, r.hashCode) >= 0
+    def inHeap(r: UnsafeRow) =
+      s.heap.lookup(r.getBaseObject, r.getBaseOffset, r.getSizeInBytes, r.hashCode) >= 0
     val coldOnes = (0L until n).filter(i => !inHeap(key(i))).take(2)
     s.applyCommitted(key(coldOnes(0)).copy().getBytes, bytes(-1).getBytes)
     s.applyCommitted(key(coldOnes(1)).copy().getBytes, null)
@@ -462,7 +490,7 @@ class TieredStateSuite extends AnyFunSuite with BeforeAndAfterAll {
     // Loading again starts from empty: nothing of the first load stays in either tier.
     load(s, snapshotOf((0L until 10L).iterator.map(i => key(i) -> bytes(i))))
     assert(contents(s) === (0L until 10L).map(i => i -> i).toMap && s.coldKeyCount === 0)
-    s.close()
+    s.ownership.close()
   }
 
   test("recovery merges the journals into the load: their keys past the heap's share go " +
@@ -474,7 +502,9 @@ class TieredStateSuite extends AnyFunSuite with BeforeAndAfterAll {
       var model = (0L until n).map(i => i -> i).toMap
       def write(kind: StateFile.Kind, v: Long, records: Seq[(Long, Option[Long])]): Unit =
         dir.write(kind, v) { w =>
-          inKeyOrder(records.map { case (i, x) => key(i).copy().getBytes -> x.map(bytes(_).getBytes).orNull })
+          inKeyOrder(records.map { case (i, x) =>
+            key(i).copy().getBytes -> x.map(bytes(_).getBytes).orNull
+          })
             .foreach { case (k, x) => w.record(k, x) }
         }
       write(StateFile.Snapshot, 1, model.toSeq.map { case (i, x) => i -> Some(x) })
@@ -495,8 +525,9 @@ class TieredStateSuite extends AnyFunSuite with BeforeAndAfterAll {
       assert(contents(s) == model, "the loaded version differs from the model")
       assert(s.numKeys === model.size && s.coldKeyCount === model.size)
       assert(s.counters.evictions < 1000, "journal keys went through the heap")
-      assert(memtableEntries(opened.last) == 0, "journal keys were written through RocksDB's memtable")
-      s.close()
+      assert(memtableEntries(opened.last) == 0,
+        "journal keys were written through RocksDB's memtable")
+      s.ownership.close()
     }
   }
 
@@ -505,14 +536,16 @@ class TieredStateSuite extends AnyFunSuite with BeforeAndAfterAll {
     val f = new Fixture(maxEntries = 1000, Some(GroupKeys.index))
     val s = f.state
     val groups = (0 until 50).map(g => s"group-$g")
-    load(s, snapshotOf(for (g <- groups.iterator; t <- (0L until 400L).iterator) yield k(g, t) -> bytes(t)))
+    load(s,
+      snapshotOf(for (g <- groups.iterator; t <- (0L until 400L).iterator) yield k(g, t) -> bytes(
+          t)))
     assert(s.counters.evictions < 1000, "entries past the share went through the heap")
     assert(s.coldKeyCount === 20000 - s.heap.numLiveEntries && s.numKeys === 20000)
     groups.foreach { g =>
       val found = s.prefixScan(p(g)).map(kv => GroupKeys.t(kv) -> got(kv))
       assert(found.toMap == (0L until 400L).map(t => t -> t).toMap, s"$g: ${found.length} found")
     }
-    s.close()
+    s.ownership.close()
   }
 
   test("random workload with a tiny heap matches a model, through commits, aborts and reloads") {
@@ -547,18 +580,19 @@ class TieredStateSuite extends AnyFunSuite with BeforeAndAfterAll {
     journals.foreach(_.foreach { case (k, v) => s.applyCommitted(k, v) })
     assert(contents(s) === model)
     assert(s.numKeys === model.size)
-    s.close()
+    s.ownership.close()
   }
 
   test("a cold-tier write that fails at commit changes nothing: after the retry's abort a " +
     "removed key never comes back from RocksDB") {
     @volatile var failWrites = false
-    val f = new Fixture(maxEntries = 0, openCold = (parent, name) =>
-      new ColdTier(new File(parent, s"$name-${UUID.randomUUID()}")) {
-        override def write(batch: WriteBatch): Unit =
-          if (failWrites) throw new RocksDBException("injected cold-tier write failure")
-          else super.write(batch)
-      })
+    val f = new Fixture(maxEntries = 0,
+      openCold = (parent, name) =>
+        new ColdTier(new File(parent, s"$name-${UUID.randomUUID()}")) {
+          override def write(batch: WriteBatch): Unit =
+            if (failWrites) throw new RocksDBException("injected cold-tier write failure")
+            else super.write(batch)
+        })
     val s = f.state
     (1L to 10L).foreach(i => s.put(key(i), bytes(i)))
     f.commit()
@@ -596,7 +630,8 @@ class TieredStateSuite extends AnyFunSuite with BeforeAndAfterAll {
     val open = s.heap.estimatedBytes
     assert(open - committed >= 1000L * (256 + 16), s"open batch $open vs committed $committed")
     f.commit()
-    assert(s.heap.estimatedBytes - committed < 1000L * 256, "undo values still counted after commit")
+    assert(s.heap.estimatedBytes - committed < 1000L * 256,
+      "undo values still counted after commit")
   }
 
   test("the heap estimate counts the prefix index") {
@@ -620,7 +655,8 @@ class TieredStateSuite extends AnyFunSuite with BeforeAndAfterAll {
     val budget = 256L << 10
     val mm = new MemoryManager(MemoryConf(budgetBytes = Some(budget), pressureMonitor = false))
     val states = (0 until 20).map { i =>
-      val s = new TieredState(s"store$i", None, () => coldRoot, mm, new ExecutorStats, onFreed = mm.unregister)
+      val s = new TieredState(s"store$i", None, () => coldRoot, mm, new ExecutorStats,
+        onFreed = mm.unregister)
       mm.register(s)
       s
     }
@@ -643,13 +679,14 @@ class TieredStateSuite extends AnyFunSuite with BeforeAndAfterAll {
         assert(s.get(key(5000)) === null)
         s.release(l, "test")
       }
-    } finally states.foreach(_.close())
+    } finally states.foreach(_.ownership.close())
     assert(mm.totalHeapBytes === 0 && mm.reservedFixedBytes === 0, "freed states gave it back")
   }
 
   /** Captures the journal records a commit would write. */
-  private class RecordingWriter(out: scala.collection.mutable.ArrayBuffer[(Array[Byte], Array[Byte])])
-    extends StateFile.RecordSink {
+  private class RecordingWriter(
+      out: scala.collection.mutable.ArrayBuffer[(Array[Byte], Array[Byte])])
+      extends StateFile.RecordSink {
     def put(key: Array[Byte], value: Array[Byte]): Unit = out += ((key, value))
     def remove(key: Array[Byte]): Unit = out += ((key, null))
   }
