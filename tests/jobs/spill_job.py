@@ -88,7 +88,8 @@ def run(spark: Any, keys: int, per_batch: int, batches: int, budget: str, driver
         "heap_bytes": last.get("spillstoreHeapBytes"),
         "cold_bytes": last.get("spillstoreColdBytes"),
         # the budget in force at the end, as the executor's metrics source publishes it
-        "budget_bytes": jvm.spillstore.metrics.ExecutorStats.snapshot().apply("budgetBytes"),
+        "budget_bytes":
+            jvm.spillstore.ExecutorScope.current().stats().snapshot().apply("budgetBytes"),
         "evictions": sum(m.get("spillstoreEvictions", 0) for m in metrics),
         "heap_mb_per_batch": [m.get("spillstoreHeapBytes", 0) >> 20 for m in metrics],
         "hit_ratio": round(hits / (hits + misses), 4) if hits + misses else None,
