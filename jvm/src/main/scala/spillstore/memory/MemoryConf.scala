@@ -30,7 +30,8 @@ final case class MemoryConf(
   import MemoryConf._
 
   budgetBytes.foreach(b => check(b > 0, BudgetKey, b, SizeRange))
-  check(budgetFraction > 0 && budgetFraction <= 0.9, FractionKey, budgetFraction, FractionRange)
+  check(budgetFraction > 0 && budgetFraction <= MaxFraction, FractionKey, budgetFraction,
+    FractionRange)
   check(maxEntries >= 0, MaxEntriesKey, maxEntries, CountRange)
   check(pressureHighThreshold > 0 && pressureHighThreshold < 1, HighKey, pressureHighThreshold,
     HighRange)
@@ -60,7 +61,9 @@ object MemoryConf {
   private val LowKey = "heapPressureLowThreshold"
 
   private val SizeRange = "a size > 0 such as 512m or 2g"
-  private val FractionRange = "a fraction in (0, 0.9]"
+  /** The largest budget fraction: the rest of the heap is Spark's and the tasks'. */
+  private val MaxFraction = 0.9
+  private val FractionRange = s"a fraction in (0, $MaxFraction]"
   private val CountRange = "a whole number >= 0 (0 = unlimited)"
   private val BooleanRange = "true or false"
   private val HighRange = "a fraction in (0, 1)"
@@ -76,7 +79,7 @@ object MemoryConf {
         "cold-key filters included (at most an eighth of it), a size such as `512m` or `2g`; " +
         "overrides the fraction"),
     ConfKey(Prefix + FractionKey, literal(Defaults.budgetFraction),
-      "the budget as a fraction of the executor's max heap, in (0, 0.9], when " +
+      s"the budget as a fraction of the executor's max heap, in (0, $MaxFraction], when " +
         s"`$BudgetKey` is unset; sized for container memory limits ([Container " +
         "memory](#container-memory-yarn-kubernetes))"),
     ConfKey(Prefix + MaxEntriesKey, literal(Defaults.maxEntries),
