@@ -427,7 +427,7 @@ class SpillStoreProvider extends JarLine.Checked with ProviderAdapter with Loggi
    */
   private def snapshot(version: Option[Long]): Unit = withFileMaintenance {
     val done = version match {
-      case Some(v) => snapshotter.snapshot(v, dir.list())
+      case Some(v) => snapshotter.snapshot(v, dir.list(), forced = true)
       case None =>
         try snapshotter.snapshotIfDue(conf.minDeltasForSnapshot, newestCommitted.get)
         catch {

@@ -7,6 +7,7 @@ import java.util.UUID
 import scala.util.Random
 
 import org.apache.hadoop.conf.Configuration
+import org.apache.hadoop.fs.Path
 import org.scalatest.funsuite.AnyFunSuite
 
 import org.apache.spark.SparkException
@@ -16,7 +17,7 @@ import org.apache.spark.sql.internal.SQLConf
 import org.apache.spark.sql.types._
 import org.apache.spark.unsafe.types.UTF8String
 
-import spillstore.checkpoint.StateFile
+import spillstore.checkpoint.{CheckpointDir, StateFile}
 import spillstore.cold.ColdTier
 
 class SpillStoreProviderSuite extends AnyFunSuite {
@@ -101,8 +102,10 @@ class SpillStoreProviderSuite extends AnyFunSuite {
     withProvider(sqlConf = sqlConf) { (p, dir) =>
       val expected = commitVersions(p, versions = 8, seed = 3, maintain = true)
       assert(new File(dir, "8.snapshot").exists())
-      // Remove every journal: version 8 must come from its snapshot alone.
-      new File(dir).listFiles().filter(_.getName.endsWith(".journal")).foreach(_.delete())
+      // Remove every file its manifest does not list: version 8 must come from it alone.
+      val listed = new CheckpointDir(new Path(dir), new Configuration,
+        SpillStoreSparkBridge.compressionCodec("lz4")).readManifest(8).names + "8.snapshot"
+      new File(dir).listFiles().filterNot(f => listed(f.getName)).foreach(_.delete())
       withProvider(rootOf(dir), sqlConf) { (fresh, _) =>
         val s = fresh.getStore(8)
         assert(contents(s) === expected(8))

@@ -16,9 +16,10 @@ import org.apache.spark.sql.execution.streaming.state.SpillStoreSparkBridge
 import spillstore.checkpoint.StateFile.Kind
 
 /**
- * One store's checkpoint directory: `<version>.journal` for every committed version >= 1 and
- * `<version>.snapshot` for the versions maintenance has snapshotted. Files appear whole or not
- * at all: see [[AtomicOutput.creator]] for how. Files of another provider ([[ForeignFiles]])
+ * One store's checkpoint directory: `<version>.journal` for every committed version >= 1,
+ * `<version>.snapshot` for the versions maintenance has snapshotted (a [[Manifest]]) and the
+ * runs `<to>.<uuid>.run` manifests list. Files appear whole or not at all: see
+ * [[AtomicOutput.creator]] for how. Files of another provider ([[ForeignFiles]])
  * are never read, renamed or deleted: listing a directory that holds them is an error naming
  * them.
  */
@@ -38,19 +39,35 @@ final class CheckpointDir(
   def write(kind: Kind, version: Long, format: Int = StateFile.FormatVersion)(
       body: StateFile.Writer => Unit): CheckpointDir.Written = {
     val early = if (format == StateFile.FormatVersion) takeEarly(kind, version) else None
-    val EarlyFile.Opened(atomic, writer) = early.getOrElse(open(kind, version, format))
+    finish(early.getOrElse(open(file(kind, version), kind, version, format)), body)
+  }
+
+  /**
+   * Writes a new run of the changes up to `version`, under a name no other write uses (a
+   * retried or concurrent snapshot writes its own); returns its name with what was written.
+   */
+  def writeRun(version: Long)(body: StateFile.Writer => Unit): (String, CheckpointDir.Written) = {
+    val name = s"$version.${java.util.UUID.randomUUID()}.run"
+    name -> finish(open(new Path(path, name), StateFile.Run, version, StateFile.FormatVersion),
+      body)
+  }
+
+  private def finish(opened: EarlyFile.Opened,
+      body: StateFile.Writer => Unit): CheckpointDir.Written = {
+    val EarlyFile.Opened(atomic, writer) = opened
     orDiscard(atomic) {
       body(writer)
       writer.finish()
       val publishing = System.nanoTime()
       atomic.publish()
-      CheckpointDir.Written(writer.numBytes, writer.numRecords, System.nanoTime() - publishing)
+      CheckpointDir.Written(writer.numBytes, writer.numRecords, System.nanoTime() - publishing,
+        StateFile.Trailer(writer.numRecords, writer.checksum))
     }
   }
 
-  private def open(kind: Kind, version: Long, format: Int): EarlyFile.Opened = {
+  private def open(target: Path, kind: Kind, version: Long, format: Int): EarlyFile.Opened = {
     if (!dirCreated) { fm.mkdirs(path); dirCreated = true }
-    val atomic = creator.create(file(kind, version))
+    val atomic = creator.create(target)
     orDiscard(atomic)(EarlyFile.Opened(atomic,
         new StateFile.Writer(atomic, kind, version, codec, format)))
   }
@@ -78,7 +95,7 @@ final class CheckpointDir(
   def openEarly(kind: Kind, version: Long): Unit = if (creator.opensEarly) {
     replaceEarly(new EarlyFile(kind, version,
         () => {
-          val opened = open(kind, version, StateFile.FormatVersion)
+          val opened = open(file(kind, version), kind, version, StateFile.FormatVersion)
           orDiscard(opened.output)(opened.output.sendAhead())
           opened
         }))
@@ -111,17 +128,67 @@ final class CheckpointDir(
   }
 
   /** Opens a file for pull-based reading; the caller closes the stream. */
-  def open(kind: Kind, version: Long): (StateFile.Reader, Closeable) = {
-    val f = file(kind, version)
+  def open(kind: Kind, version: Long): (StateFile.Reader, Closeable) =
+    open(file(kind, version), kind, version, None, None)
+
+  /**
+   * Opens a manifest's part for pull-based reading; a file whose length or trailer differs from
+   * what the manifest recorded is damage. The caller closes the stream.
+   */
+  def open(part: Manifest.Part): (StateFile.Reader, Closeable) =
+    open(pathOf(part.source), part.source.kind, part.to, Some(part.length), part.trailer)
+
+  private def open(f: Path, kind: Kind, version: Long, expectedLength: Option[Long],
+      trailer: Option[StateFile.Trailer]): (StateFile.Reader, Closeable) = {
     val length = f.getFileSystem(hadoopConf).getFileStatus(f).getLen
+    expectedLength.filter(_ != length).foreach { l =>
+      throw new StateFile.CorruptFileException(s"Corrupt spillstore state file $f: $length " +
+        s"bytes, but the manifest that lists it recorded $l (another file under the same name)")
+    }
     val in = fm.open(f)
     try {
       (new StateFile.Reader(in, length, f.toString, kind, version,
-          SpillStoreSparkBridge.compressionCodec), in)
+          SpillStoreSparkBridge.compressionCodec, trailer), in)
     } catch {
       case e: Throwable => in.close(); throw e
     }
   }
+
+  /** The file a part's records are in. */
+  def pathOf(source: Manifest.Source): Path = new Path(path, source.name)
+
+  /** Reads every record of a part in order (value null = removal); returns its trailer. */
+  def read(part: Manifest.Part)(visit: (Array[Byte], Array[Byte]) => Unit): StateFile.Trailer = {
+    val (reader, in) = open(part)
+    try { reader.foreach(visit); reader.trailer }
+    finally in.close()
+  }
+
+  /**
+   * The manifest of `version`'s snapshot file. A format-2 snapshot, which holds the entries
+   * itself, is read as a manifest whose one part is that file (its trailer unknown until read).
+   * Damage throws [[StateFile.CorruptFileException]].
+   */
+  def readManifest(version: Long): Manifest = {
+    val f = file(StateFile.Snapshot, version)
+    val (reader, in) = open(StateFile.Snapshot, version)
+    try {
+      if (reader.kind == StateFile.Snapshot) {
+        val length = f.getFileSystem(hadoopConf).getFileStatus(f).getLen
+        Manifest(version,
+          IndexedSeq(Manifest.Part(Manifest.FullSnapshot(version), 0, version, length, None)))
+      } else {
+        Manifest.read(version, Iterator.continually(reader.next()).takeWhile(_ != null),
+          what => throw new StateFile.CorruptFileException(
+            s"Corrupt spillstore state file $f: $what"))
+      }
+    } finally in.close()
+  }
+
+  /** Writes `m` as its version's snapshot file. */
+  def writeManifest(m: Manifest): CheckpointDir.Written =
+    finish(open(file(StateFile.ManifestFile, m.version), StateFile.ManifestFile, m.version,
+        StateFile.FormatVersion), Manifest.write(m, _))
 
   /** spillstore's files; throws [[ForeignFiles.ForeignFilesException]] if another provider's
    *  are there too. */
@@ -136,7 +203,9 @@ final class CheckpointDir(
     val listing = CheckpointDir.Listing(
       journals = byKind.collect { case (StateFile.Journal, v) => v }.toSet,
       snapshots = byKind.collect { case (StateFile.Snapshot, v) => v }.toSet,
-      temps = names.flatMap(n => CheckpointDir.parseTemp(n).map(n -> _)).toMap)
+      temps = names.flatMap(n => CheckpointDir.parseTemp(n).map(n -> _)).toMap,
+      runs = names.flatMap(n => Manifest.runVersion(n).map(n -> _)).toMap,
+      lengths = statuses.map(s => s.getPath.getName -> s.getLen).toMap)
     val foreign = names.flatMap(n => ForeignFiles.ofName(n).map(new Path(path, n) -> _))
     if (foreign.nonEmpty) {
       // Then the `.snapshot` files are likely the other provider's too: a request each, only
@@ -194,8 +263,8 @@ final class CheckpointDir(
 
   def delete(kind: Kind, version: Long): Unit = fm.delete(file(kind, version))
 
-  /** Deletes a temp file `list` found (see [[CheckpointDir.Listing.temps]]). */
-  def deleteTemp(name: String): Unit = fm.delete(new Path(path, name))
+  /** Deletes a temp file or a run `list` found, by name. */
+  def deleteNamed(name: String): Unit = fm.delete(new Path(path, name))
 
   private val repaired = new AtomicLong
 
@@ -209,21 +278,21 @@ final class CheckpointDir(
   def countRepair(): Unit = repaired.incrementAndGet()
 
   /**
-   * Runs `use` on the newest base from which `version` can be rebuilt: a snapshot at or below it
-   * with every journal after it present, or 0 (the empty state before version 1). `use` gets the
-   * base and a reader of the base snapshot (not called for base 0).
+   * Runs `use` on the newest base from which `version` can be rebuilt: the manifest of a
+   * snapshot at or below it with every journal after it present, or the empty manifest of
+   * version 0 (the empty state before version 1).
    *
-   * A snapshot is a cache of its journals; a journal has no other copy. So if the base snapshot
-   * is damaged (or vanished while being read), the next older base is tried; once one works,
-   * each damaged snapshot newer than it is set aside as `<v>.snapshot.corrupt-<ms>`, logged and
-   * counted. A damaged snapshot no other base can replace stays where it is (the error says
-   * so), and corrupt journals are never skipped. Anything else a read throws (an I/O error, a
-   * newer format, another provider's file) propagates as is, leaving every file alone: the
-   * next attempt may succeed. When no base works, the error names the newest base snapshot.
-   * `use` must discard what it built from a base that fails.
+   * A snapshot is a cache of its journals; a journal has no other copy. So if the base's
+   * manifest or a part it lists is damaged or missing (reading them through [[asBase]]), the next
+   * older base is tried; once one works, each damaged manifest and run met on the way is set
+   * aside as `<name>.corrupt-<ms>`, logged and counted. A damaged file no other base can replace
+   * stays where it is (the error says so), and corrupt journals are never set aside. Anything
+   * else a read throws (an I/O error, a newer format, another provider's file) propagates as
+   * is, leaving every file alone: the next attempt may succeed. When no base works, the error
+   * names the first bad file. `use` must discard what it built from a base that fails.
    */
   def withNewestGoodBase[T](listing: CheckpointDir.Listing, version: Long)(
-      use: (Long, ((Array[Byte], Array[Byte]) => Unit) => Unit) => T): T = {
+      use: Manifest => T): T = {
     val bases = (listing.snapshots.filter(_ <= version).toSeq.sorted.reverse :+ 0L)
       .filter(b => listing.missingJournal(b, version).isEmpty)
     var firstError: Throwable = null
@@ -232,26 +301,24 @@ final class CheckpointDir(
     val it = bases.iterator
     while (it.hasNext) {
       val base = it.next()
-      def readBase(visit: (Array[Byte], Array[Byte]) => Unit): Unit =
-        try read(StateFile.Snapshot, base)(visit)
-        catch {
-          case e @ (_: StateFile.CorruptFileException | _: FileNotFoundException) =>
-            throw CheckpointDir.BadBase(e)
-        }
       val result =
-        try Some(use(base, readBase))
-        catch {
-          case CheckpointDir.BadBase(e) =>
-            val f = file(StateFile.Snapshot, base)
+        try {
+          val manifest =
+            if (base == 0) Manifest.empty(0)
+            else asBase(file(StateFile.Snapshot, base))(readManifest(base))
+          Some(use(manifest))
+        } catch {
+          case CheckpointDir.BadBase(f, e) =>
             if (firstError == null) { firstError = e; firstBad = f }
             else firstError.addSuppressed(e)
             e match {
               case c: StateFile.CorruptFileException =>
-                damaged += f -> c
-                logWarning(s"Snapshot $f is corrupt; trying to rebuild version $version from an " +
-                  s"older snapshot and journals: ${c.getMessage}")
+                if (!f.getName.endsWith(s".${StateFile.Journal.suffix}") &&
+                  !damaged.exists(_._1 == f)) damaged += f -> c
+                logWarning(s"$f is corrupt; trying to rebuild version $version from an older " +
+                  s"snapshot and journals: ${c.getMessage}")
               case _ =>
-                logWarning(s"Snapshot $f vanished while being read; trying an older one")
+                logWarning(s"$f, which snapshot $base needs, is missing; trying an older one")
             }
             None
         }
@@ -259,7 +326,7 @@ final class CheckpointDir(
         damaged.foreach { case (f, e) =>
           val aside = setAside(f)
           repaired.incrementAndGet()
-          logWarning(s"Rebuilt version $version around corrupt snapshot $f" +
+          logWarning(s"Rebuilt version $version around corrupt $f" +
             aside.fold("")(a => s" (moved to $a)") + s": ${e.getMessage}")
         }
         return result.get
@@ -278,6 +345,17 @@ final class CheckpointDir(
     throw StateFile.unreadable(firstBad, cause)
   }
 
+  /**
+   * `body`, which reads `f` as part of a base: damage or absence of `f` makes the base unusable
+   * ([[withNewestGoodBase]] tries an older one); any other failure passes as it is.
+   */
+  private[spillstore] def asBase[T](f: Path)(body: => T): T =
+    try body
+    catch {
+      case e @ (_: StateFile.CorruptFileException | _: FileNotFoundException) =>
+        throw CheckpointDir.BadBase(f, e)
+    }
+
   /** Renames a corrupt file out of the names listing sees; None if that failed. */
   private def setAside(f: Path): Option[Path] = {
     val aside = new Path(f.getParent, s"${f.getName}.corrupt-${System.currentTimeMillis()}")
@@ -290,19 +368,26 @@ final class CheckpointDir(
 }
 
 object CheckpointDir {
-  /** The base snapshot given to `withNewestGoodBase`'s body could not be read. */
-  private final case class BadBase(cause: Throwable) extends Exception(cause)
+  /** `file`, part of the base given to `withNewestGoodBase`'s body, could not be read. */
+  private[spillstore] final case class BadBase(file: Path, cause: Throwable)
+      extends Exception(cause)
 
   /** What a `write` wrote; `publishNanos` is how long the storage took to make it durable and
    * visible under its name (a close and a rename, or the end of an upload). */
-  final case class Written(bytes: Long, records: Long, publishNanos: Long)
+  final case class Written(bytes: Long, records: Long, publishNanos: Long,
+      trailer: StateFile.Trailer)
 
   /**
-   * spillstore's files by version, and `temps`: the temp files of writes not published (by
-   * name: their version), which a killed writer leaves behind.
+   * spillstore's files by version; `temps`: the temp files of writes not published (by name:
+   * their version), which a killed writer leaves behind; `runs`: run names with their `to`
+   * version; `lengths`: every file's length by name.
    */
   final case class Listing(journals: Set[Long], snapshots: Set[Long],
-      temps: Map[String, Long] = Map.empty) {
+      temps: Map[String, Long] = Map.empty, runs: Map[String, Long] = Map.empty,
+      lengths: Map[String, Long] = Map.empty) {
+    /** Whether every part of `m` is listed with the length `m` recorded. */
+    def hasParts(m: Manifest): Boolean =
+      m.parts.forall(p => lengths.get(p.source.name).contains(p.length))
     def latestVersion: Long = (journals ++ snapshots).reduceOption(_ max _).getOrElse(0L)
     def latestSnapshotAtOrBelow(v: Long): Long =
       snapshots.filter(_ <= v).reduceOption(_ max _).getOrElse(0L)
@@ -313,7 +398,8 @@ object CheckpointDir {
 
   private val Name = """(\d+)\.(journal|snapshot)""".r
   /** What [[AtomicOutput]] writes before it publishes: `.<name>.<uuid>.tmp`. */
-  private val TempName = """\.(\d+)\.(?:journal|snapshot)\.[0-9a-fA-F-]{36}\.tmp""".r
+  private val TempName =
+    """\.(\d+)\.(?:journal|snapshot|[0-9a-f-]{36}\.run)\.[0-9a-fA-F-]{36}\.tmp""".r
 
   private def parseTemp(name: String): Option[Long] = name match {
     case TempName(v) => Some(v.toLong)

@@ -1,18 +1,30 @@
 package spillstore.checkpoint
 
+import java.io.FileNotFoundException
+
 import org.apache.spark.internal.Logging
 
 /**
  * Deletes checkpoint files no version within retention needs, as Spark's providers do for
  * `spark.sql.streaming.minBatchesToRetain`: the newest `minVersionsToRetain` versions stay
- * loadable, so everything older than the newest snapshot at or below that horizon goes.
+ * loadable, so the store is kept from the newest snapshot at or below that horizon, and what
+ * neither it nor a newer snapshot lists goes. What is referenced is read from the manifests in
+ * storage on every run, never remembered (SPARK-55820: a remembered list went stale).
  *
- * Before anything is deleted, that snapshot's first and last bytes are read (two small
- * requests: its magic, and the footer that pins its length): kept from by name alone, another
- * provider's file or a damaged or truncated one would cost the journals that are the only way
- * back. A directory holding another provider's files is left alone (loading it is the
- * error that names them). Temp files of writes never published (a killed executor's) go too
- * once their version is below the one kept from: no writer of so old a version is running.
+ *  - The snapshot kept from must be whole: its manifest read to its end (it is small) and
+ *    every part it lists there with the length it recorded (a format-2 snapshot: its first and
+ *    last bytes). Kept from a damaged one, the store would lose the journals that are the only
+ *    way back; then nothing is deleted.
+ *  - Journals, snapshots and runs older than it go unless a retained manifest lists them
+ *    (parts are shared: a journal a manifest adopted stays as long as it does). Runs go first,
+ *    so that after a crash a manifest still names what the next run must finish deleting.
+ *  - A run no manifest lists (a killed or racing writer's) goes once its version is below the
+ *    snapshot kept from: a manifest of a later version lists only runs its base listed and the
+ *    one it wrote itself, of its own version, so no retained version can come to list it. A run
+ *    still being published is of a version at or above it and stays.
+ *  - Temp files of writes never published (a killed executor's) go by the same version rule.
+ * A directory holding another provider's files is left alone (loading it is the error that
+ * names them).
  */
 final class Cleaner(dir: CheckpointDir) extends Logging {
 
@@ -24,25 +36,64 @@ final class Cleaner(dir: CheckpointDir) extends Logging {
       if (horizon <= 0) return 0
       val keepFrom = listing.latestSnapshotAtOrBelow(horizon)
       if (keepFrom == 0) return 0
-      val doomed =
-        listing.journals.filter(_ < keepFrom).toSeq.map(StateFile.Journal -> _) ++
-          listing.snapshots.filter(_ < keepFrom).toSeq.map(StateFile.Snapshot -> _)
-      val leftTemps = listing.temps.collect { case (name, v) if v < keepFrom => name }.toSeq.sorted
-      if (doomed.isEmpty && leftTemps.isEmpty) return 0
-      if (!dir.looksWhole(StateFile.Snapshot, keepFrom)) {
-        logWarning(s"Not cleaning up ${dir.path}: snapshot $keepFrom, which the retained " +
-          "versions would be kept from, is damaged; the next load rebuilds around it")
-        return 0
+      whole(keepFrom, listing) match {
+        case None =>
+          logWarning(s"Not cleaning up ${dir.path}: snapshot $keepFrom, which the retained " +
+            "versions would be kept from, is damaged or misses a file it lists; the next load " +
+            "rebuilds around it")
+          0
+        case Some(kept) => deleteBefore(kept, listing)
       }
-      doomed.sortBy(_._2).foreach { case (kind, v) => dir.delete(kind, v) }
-      leftTemps.foreach(dir.deleteTemp)
-      logInfo(s"Deleted ${doomed.size} files older than version $keepFrom from ${dir.path}" +
-        (if (leftTemps.isEmpty) ""
-         else s", and ${leftTemps.size} temp files of unpublished writes"))
-      doomed.size + leftTemps.size
     } catch {
       case e: ForeignFiles.ForeignFilesException =>
         logWarning(s"Not cleaning up: ${e.getMessage}")
         0
+    }
+
+  private def deleteBefore(kept: Manifest, listing: CheckpointDir.Listing): Int = {
+    val keepFrom = kept.version
+    val newer = listing.snapshots.filter(_ > keepFrom).toSeq.sorted.flatMap(readable)
+    val listed = (kept +: newer).flatMap(_.names).toSet
+    def unlisted(name: String) = !listed.contains(name)
+    val runs = listing.runs.collect { case (n, v) if v < keepFrom && unlisted(n) => n }.toSeq
+    val snapshots = listing.snapshots.filter(v => v < keepFrom &&
+        unlisted(Manifest.FullSnapshot(v).name)).toSeq.sorted
+    val journals = listing.journals.filter(v => v < keepFrom &&
+        unlisted(Manifest.JournalFile(v).name)).toSeq.sorted
+    val temps = listing.temps.collect { case (name, v) if v < keepFrom => name }.toSeq.sorted
+    runs.sorted.foreach(dir.deleteNamed)
+    snapshots.foreach(dir.delete(StateFile.Snapshot, _))
+    journals.foreach(dir.delete(StateFile.Journal, _))
+    temps.foreach(dir.deleteNamed)
+    val deleted = runs.size + snapshots.size + journals.size + temps.size
+    if (deleted > 0) {
+      logInfo(s"Deleted from ${dir.path}, kept from snapshot $keepFrom: ${journals.size} " +
+        s"journals, ${snapshots.size} snapshots, ${runs.size} runs and ${temps.size} temp files")
+    }
+    deleted
+  }
+
+  /** The manifest of `version` if it and every part it lists are whole. */
+  private def whole(version: Long, listing: CheckpointDir.Listing): Option[Manifest] =
+    readable(version).filter { m =>
+      val ok = listing.hasParts(m) && (m.parts match {
+        case Seq(Manifest.Part(Manifest.FullSnapshot(v), _, _, _, None)) =>
+          dir.looksWhole(StateFile.Snapshot, v)
+        case _ => true
+      })
+      ok
+    }
+
+  /**
+   * The manifest of `version`; None if it is damaged or gone (it cannot be loaded, so what it
+   * lists is not kept for it). Any other failure stops the cleanup: what it lists is unknown.
+   */
+  private def readable(version: Long): Option[Manifest] =
+    try Some(dir.readManifest(version))
+    catch {
+      case e: StateFile.CorruptFileException =>
+        logWarning(s"Snapshot $version of ${dir.path} is damaged: ${e.getMessage}")
+        None
+      case _: FileNotFoundException => None
     }
 }

@@ -3,19 +3,30 @@ package spillstore.checkpoint
 import java.io.File
 import java.util.concurrent.atomic.AtomicLong
 
+import scala.util.control.NonFatal
+
 import org.apache.spark.internal.Logging
 
 import spillstore.cold.LocalDirs
 import spillstore.metrics.ExecutorStats
 
 /**
- * Writes full snapshots from checkpoint files alone: the newest earlier snapshot (sorted by key)
- * merged with the journals after it. It never reads the live heap, so it runs on a maintenance
- * thread without stopping or copying the task thread's state, and it sees spilled and heap
- * entries alike. The one exception is a repair ([[snapshotFrom]]): past a damaged journal the
- * files cannot make a snapshot, and the state a provider holds is the only copy left.
+ * Writes snapshots from checkpoint files alone. A snapshot of version v is a [[Manifest]]: the
+ * parts of the snapshot before it, shared as they are, and one new run that merges the journals
+ * since then with the youngest of those parts, as [[MergePlan]] chooses. So a snapshot costs
+ * about what changed since the one before it, not the state. It never reads the live heap, so
+ * it runs on a maintenance thread without stopping or copying the task thread's state, and it
+ * sees spilled and heap entries alike. The one exception is a repair ([[snapshotFrom]]): past a
+ * damaged journal the files cannot make a snapshot, and the state a provider holds is the only
+ * copy left.
  *
- * Journals are sorted by key, so a snapshot is one streaming merge; memory and the run files
+ * What a manifest lists must exist when it is published, though another executor's cleanup may
+ * run meanwhile (SPARK-55892): the writer lists the directory again just before publishing and
+ * gives up if a part is gone. A run belongs to the attempt that wrote it until a published
+ * manifest lists it: every failure after it was written deletes it (FLINK-30461); a killed
+ * writer's run is left to [[Cleaner]].
+ *
+ * Inputs are sorted by key, so a run is one streaming merge; memory and the temporary run files
  * under `spillDir` (the executor's local dir) are bounded as [[SortedChanges]] describes.
  *
  * State: [[lastWritten]] is written by the thread that wrote a snapshot (a maintenance thread,
@@ -61,13 +72,17 @@ final class Snapshotter(dir: CheckpointDir, spillDir: () => File, stats: Executo
 
   /**
    * Writes the snapshot of `version` from `entries`, its whole content (each key once, in any
-   * order): a provider's live state, when a journal it holds a version past is damaged.
+   * order): a provider's live state, when a journal it holds a version past is damaged. It is
+   * one run that lists nothing older.
    */
   def snapshotFrom(version: Long, entries: Iterator[(Array[Byte], Array[Byte])]): Unit = {
     val sorted = SortedChanges.sort(dir, entries, runsParent, maxKeysInMemory, maxOpenSources)
-    val written =
-      try dir.write(StateFile.Snapshot, version)(out => sorted.drain(out.put))
+    val (name, written) =
+      try dir.writeRun(version)(out => sorted.drain(out.put))
       finally sorted.close()
+    val run = Manifest.Part(Manifest.RunFile(name, version), 0, version, written.bytes,
+      Some(written.trailer))
+    publish(Manifest(version, IndexedSeq(run)), Some(name), Set.empty)
     wrote(version, written, "the live state")
   }
 
@@ -75,11 +90,16 @@ final class Snapshotter(dir: CheckpointDir, spillDir: () => File, stats: Executo
     stats.snapshotBytes.inc(written.bytes)
     newestWritten.accumulateAndGet(version, (a: Long, b: Long) => math.max(a, b))
     logInfo(s"Wrote snapshot of version $version to ${dir.path} (${written.records} " +
-      s"entries, ${written.bytes} bytes, from $from)")
+      s"records, ${written.bytes} bytes, from $from)")
   }
 
-  /** Writes the snapshot of `version`, unless it exists or its inputs are incomplete. */
-  def snapshot(version: Long, listing: CheckpointDir.Listing): Option[Long] = {
+  /**
+   * Writes the snapshot of `version`, unless it exists or its inputs are incomplete. `forced`
+   * (a commit on a task thread) merges only what changed since the last snapshot and the
+   * youngest parts, never the oldest ([[MergePlan]]).
+   */
+  def snapshot(version: Long, listing: CheckpointDir.Listing,
+      forced: Boolean = false): Option[Long] = {
     val base = listing.latestSnapshotAtOrBelow(version)
     if (base == version) return None
     listing.missingJournal(base, version) match {
@@ -88,14 +108,98 @@ final class Snapshotter(dir: CheckpointDir, spillDir: () => File, stats: Executo
         None
       case None =>
         // An older base is used around a corrupt one (see withNewestGoodBase).
-        val (used, written) = dir.withNewestGoodBase(listing, version) { (base, readBase) =>
-          base -> dir.write(StateFile.Snapshot, version) { out =>
-            MergedVersion.foreach(dir, base, version, readBase, runsParent, maxOpenSources)(
-              out.put)
-          }
+        val (manifest, ownRun, written, from) =
+          dir.withNewestGoodBase(listing, version)(build(_, version, listing, forced))
+        val shared = manifest.names -- ownRun
+        if (!publish(manifest, ownRun, shared)) None
+        else {
+          wrote(version, written, from)
+          Some(version)
         }
-        wrote(version, written, s"snapshot $used + ${version - used} journals")
-        Some(version)
     }
   }
+
+  /**
+   * The manifest of `version` over `base`, with the run this attempt wrote for it (if any),
+   * what that run cost and a description.
+   */
+  private def build(base: Manifest, version: Long, listing: CheckpointDir.Listing,
+      forced: Boolean): (Manifest, Option[String], CheckpointDir.Written, String) = {
+    val journals = (base.version + 1 to version).map { v =>
+      val j = Manifest.JournalFile(v)
+      Manifest.Part(j, v - 1, v, listing.lengths.getOrElse(j.name, 0L), None)
+    }
+    val candidates = base.parts ++ journals
+    val from = MergePlan.mergeFrom(candidates.map(_.length), base.parts.size, forced)
+    val merged = candidates.drop(from)
+    var ownRun: Option[String] = None
+    try {
+      val (part, written) =
+        if (merged.size == 1) adopt(merged.head)
+        else {
+          // Journals are merged as journals: a damaged one is never taken for a bad base.
+          val parts = base.parts.drop(from)
+          val after = if (parts.nonEmpty) base.version else merged.head.from
+          val (name, w) = dir.writeRun(version) { out =>
+            MergedVersion.merge(dir, parts, after, version, runsParent, maxOpenSources,
+              keepRemovals = from > 0)(out.record)
+          }
+          ownRun = Some(name)
+          Manifest.Part(Manifest.RunFile(name, version), merged.head.from, version, w.bytes,
+            Some(w.trailer)) -> w
+        }
+      val kept = candidates.take(from).map(p => if (p.trailer.isDefined) p else adopt(p)._1)
+      val description = s"${merged.size} of ${candidates.size} files over snapshot " +
+        s"${base.version}" + (if (forced) ", forced" else "")
+      (Manifest(version, kept :+ part), ownRun, written, description)
+    } catch {
+      case e: Throwable => ownRun.foreach(deleteOwn(_, e)); throw e
+    }
+  }
+
+  /**
+   * `part` as it is, with its trailer read and verified if the manifest it came from did not
+   * record it (a journal, or a format-2 snapshot): no manifest lists a file whose content it
+   * has not checked.
+   */
+  private def adopt(part: Manifest.Part): (Manifest.Part, CheckpointDir.Written) = {
+    val trailer = part.trailer.getOrElse {
+      val f = dir.pathOf(part.source)
+      part.source match {
+        case Manifest.JournalFile(v) =>
+          try dir.read(part)((_, _) => ())
+          catch { case NonFatal(e) => throw new SortedChanges.UnreadableJournal(f, v, e) }
+        case _ => dir.asBase(f)(dir.read(part)((_, _) => ()))
+      }
+    }
+    part.copy(trailer = Some(trailer)) -> CheckpointDir.Written(0, trailer.records, 0, trailer)
+  }
+
+  /**
+   * Publishes `manifest` unless a listing taken now shows its version snapshotted already, or a
+   * part missing or changed in length (another executor's cleanup); then, and on any failure,
+   * deletes `ownRun`. Returns whether it published.
+   */
+  private def publish(manifest: Manifest, ownRun: Option[String], shared: Set[String]): Boolean =
+    try {
+      val now = dir.list()
+      if (now.snapshots.contains(manifest.version) || !now.hasParts(manifest)) {
+        val gone = manifest.parts.filterNot(p =>
+          now.lengths.get(p.source.name).contains(p.length)).map(_.source.name)
+        logWarning(s"Not publishing the snapshot of version ${manifest.version} in " +
+          s"${dir.path}: " + (if (gone.nonEmpty) s"${gone.mkString(", ")} changed or vanished " +
+          s"while it was written (shared: ${shared.size})" else "another writer published it"))
+        ownRun.foreach(dir.deleteNamed)
+        false
+      } else {
+        dir.writeManifest(manifest)
+        true
+      }
+    } catch {
+      case e: Throwable => ownRun.foreach(deleteOwn(_, e)); throw e
+    }
+
+  private def deleteOwn(run: String, failure: Throwable): Unit =
+    try dir.deleteNamed(run)
+    catch { case NonFatal(d) => failure.addSuppressed(d) }
 }

@@ -84,10 +84,14 @@ object SortedChanges {
   /** Records in ascending unsigned key order, each key once; null when exhausted. */
   private trait Source { def next(): (Array[Byte], Array[Byte]) }
 
-  /** Merges the journals (base, version] of `dir`; see the class comment. */
-  def squash(dir: CheckpointDir, base: Long, version: Long, spillDir: () => File,
-      maxOpenSources: Int = DefaultMaxOpenSources): SortedChanges =
+  /**
+   * Merges `parts` (oldest first; their read failures are a bad base, see
+   * `CheckpointDir.asBase`), then the journals (base, version] of `dir`; see the class comment.
+   */
+  def squash(dir: CheckpointDir, parts: Seq[Manifest.Part], base: Long, version: Long,
+      spillDir: () => File, maxOpenSources: Int = DefaultMaxOpenSources): SortedChanges =
     build(dir, spillDir, maxOpenSources) { merge =>
+      parts.foreach(merge.addPart)
       var v = base + 1
       while (v <= version) { merge.addJournal(v); v += 1 }
     }
@@ -123,6 +127,12 @@ object SortedChanges {
     private var pending = new JHashMap[ByteBuffer, Array[Byte]]()
     private var runDir: File = _
     private var runs = 0
+
+    def addPart(part: Manifest.Part): Unit = {
+      val f = dir.pathOf(part.source)
+      val (reader, in) = dir.asBase(f)(dir.open(part))
+      add(() => dir.asBase(f)(reader.next()), () => in.close())
+    }
 
     def addJournal(v: Long): Unit = {
       val (reader, in) = reading(v)(dir.open(StateFile.Journal, v))

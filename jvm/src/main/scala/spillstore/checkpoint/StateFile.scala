@@ -14,7 +14,9 @@ import org.apache.hadoop.fs.Path
 import org.apache.spark.sql.execution.streaming.state.SpillStoreSparkBridge
 
 /**
- * spillstore's checkpoint file format, shared by journals and snapshots (docs/file-format.md).
+ * spillstore's checkpoint file format, shared by journals, runs and snapshots
+ * (docs/file-format.md). In format 3 a snapshot file is a [[Manifest]]: its records name the
+ * runs (and journals) that hold the version's entries; in format 2 it held the entries.
  *
  * {{{
  *   header, plain:       magic "SPLS" | format version (int) | kind (byte) | state version (long)
@@ -41,19 +43,43 @@ import org.apache.spark.sql.execution.streaming.state.SpillStoreSparkBridge
 object StateFile {
   val Magic: Int = 0x53504C53 // "SPLS"
   /** The format written. */
-  val FormatVersion: Int = 2
+  val FormatVersion: Int = 3
   /**
-   * The formats read. Format 1 (journals in change order) was written only by development
-   * builds before 0.1.0, so no release reads it.
+   * The formats read. Format 2 (0.1.0) differs only in what a snapshot file holds: every entry
+   * of its version, where format 3's holds a [[Manifest]]. Format 1 (journals in change order)
+   * was written only by development builds before 0.1.0, so no release reads it.
    */
-  val ReadableFormats: Seq[Int] = Seq(2)
+  val ReadableFormats: Seq[Int] = Seq(2, 3)
+  /** The format whose snapshot files hold entries, not a manifest. */
+  val FullSnapshotFormat: Int = 2
   private val EndMagic: Int = 0x53504C45 // "SPLE"
   val FooterBytes: Int = 12
 
-  sealed abstract class Kind(val id: Byte, val suffix: String)
+  sealed abstract class Kind(val id: Byte, val suffix: String) {
+    override def toString: String = suffix
+  }
   case object Journal extends Kind(1, "journal")
   case object Snapshot extends Kind(2, "snapshot")
-  private val kinds = Seq(Journal, Snapshot)
+  /** An immutable sorted run that snapshots share: `<to>.<uuid>.run`, format 3 on. */
+  case object Run extends Kind(3, "run")
+  /** A snapshot file from format 3 on: a [[Manifest]] of runs, not the entries. */
+  case object ManifestFile extends Kind(4, "snapshot") {
+    override def toString: String = "snapshot manifest"
+  }
+  private val kinds = Seq(Journal, Snapshot, Run, ManifestFile)
+
+  /**
+   * Which kinds each format has. A kind outside its format is damage: one flipped bit must never
+   * turn a manifest into a snapshot of entries (formats 3 and 2 differ by one bit).
+   */
+  private def hasKind(format: Int, kind: Kind): Boolean = kind match {
+    case Journal => true
+    case Snapshot => format < 3
+    case Run | ManifestFile => format >= 3
+  }
+
+  /** What a file's trailer holds: its record count and the CRC32C of its records. */
+  final case class Trailer(records: Long, checksum: Long)
 
   /** A damaged file: not a complete, valid spillstore file of the expected kind. */
   final class CorruptFileException(msg: String, cause: Throwable = null)
@@ -141,6 +167,8 @@ object StateFile {
 
     def numRecords: Long = records
     def numBytes: Long = out.count
+    /** The CRC32C of the records written so far, which the trailer holds once finished. */
+    def checksum: Long = crc.getValue
 
     /** Writes the trailer and footer and flushes; `raw` stays open. */
     def finish(): Unit = {
@@ -195,13 +223,22 @@ object StateFile {
    * by one instead, with the same checks.
    */
   final class Reader(in: InputStream, fileLength: Long, fileName: String, expectedKind: Kind,
-      expectedVersion: Long, codecFor: String => SpillStoreSparkBridge.Codec) {
+      expectedVersion: Long, codecFor: String => SpillStoreSparkBridge.Codec,
+      expectedTrailer: Option[Trailer] = None) {
     if (fileLength < FooterBytes) corrupt(s"file is truncated ($fileLength bytes)")
     private val source = new SourceStream(in)
     // The codec must not read into the footer, whatever it buffers.
     private val content = new LimitedStream(source, fileLength - FooterBytes)
     private val header = new DataInputStream(content)
+    private var formatRead = 0
     private val codecName = readHeader()
+
+    /** The file's format version. */
+    def format: Int = formatRead
+    private var kindRead: Kind = _
+
+    /** The file's kind: a snapshot file is a [[Snapshot]] (format 2) or a [[ManifestFile]]. */
+    def kind: Kind = kindRead
     // A damaged codec name or compressed-stream header must fail as corruption too, so that
     // callers can tell a damaged file from an unreadable one.
     private val body =
@@ -217,6 +254,15 @@ object StateFile {
     private val intBytes = new Array[Byte](4)
     private var records = 0L
     private var finished = false
+    private var trailerRead: Trailer = _
+
+    /** The trailer, once every record has been read and verified. */
+    def trailer: Trailer = {
+      if (trailerRead == null) {
+        throw new IllegalStateException(s"Reader of $fileName: trailer asked before the end")
+      }
+      trailerRead
+    }
 
     /** Calls `visit` for every record, then verifies the trailer; returns the record count. */
     def foreach(visit: (Array[Byte], Array[Byte]) => Unit): Long = {
@@ -261,6 +307,14 @@ object StateFile {
       val checksum = body.readLong()
       if (count != records) corrupt(s"trailer says $count records, read $records")
       if (checksum != crc.getValue) corrupt("checksum mismatch")
+      expectedTrailer.foreach { t =>
+        if (t != Trailer(count, checksum)) {
+          corrupt(s"holds $count records with checksum $checksum, but the manifest that lists " +
+            s"it recorded ${t.records} records with checksum ${t.checksum} (another file under " +
+            "the same name)")
+        }
+      }
+      trailerRead = Trailer(count, checksum)
       if (body.read() != -1) corrupt("unexpected bytes after the trailer")
       val footer = new DataInputStream(source)
       val length = footer.readLong()
@@ -319,6 +373,7 @@ object StateFile {
           corrupt(f"not a spillstore file (magic 0x$magic%08x)")
         }
         val format = header.readInt()
+        formatRead = format
         if (format < 1 || format > NewestPlausibleFormat) {
           corrupt(s"format version $format is not one spillstore ever wrote")
         }
@@ -332,7 +387,11 @@ object StateFile {
         }
         val kindId = header.readByte()
         val kind = kinds.find(_.id == kindId).getOrElse(corrupt(s"unknown file kind $kindId"))
-        if (kind != expectedKind) corrupt(s"is a ${kind.suffix}, expected a ${expectedKind.suffix}")
+        if (kind != expectedKind && (expectedKind != Snapshot || kind != ManifestFile)) {
+          corrupt(s"is a $kind, expected a $expectedKind")
+        }
+        if (!hasKind(format, kind)) corrupt(s"is a $kind in format $format, which has none")
+        kindRead = kind
         val version = header.readLong()
         if (version != expectedVersion) {
           corrupt(s"holds version $version, expected $expectedVersion")

@@ -13,7 +13,7 @@ import org.apache.spark.sql.execution.streaming.state.{
 }
 import org.apache.spark.sql.execution.streaming.state.SpillStoreSparkShim.CheckpointFileManager
 
-import spillstore.checkpoint.{CheckpointDir, ForeignFiles, StateFile}
+import spillstore.checkpoint.{CheckpointDir, ForeignFiles, Manifest, StateFile}
 
 /** Row count and an order-independent checksum of a store's (key, value) bytes. */
 final case class StateDigest(rows: Long, checksum: Long) {
@@ -53,7 +53,7 @@ object ProviderKind {
     def writeEmptyVersion(dir: Path, version: Long, conf: StateStoreConf,
         hadoopConf: Configuration): Unit = {
       val codec = SpillStoreSparkBridge.compressionCodec(conf.compressionCodec)
-      new CheckpointDir(dir, hadoopConf, codec).write(StateFile.Snapshot, version)(_ => ())
+      new CheckpointDir(dir, hadoopConf, codec).writeManifest(Manifest.empty(version))
     }
   }
 

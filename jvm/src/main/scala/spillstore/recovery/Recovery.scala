@@ -9,13 +9,15 @@ import org.apache.hadoop.fs.Path
 import org.apache.spark.internal.Logging
 import org.apache.spark.sql.execution.streaming.state.SpillStoreSparkBridge
 
-import spillstore.checkpoint.{CheckpointDir, ForeignFiles, MergedVersion, SortedChanges, StateFile}
+import spillstore.checkpoint.{
+  CheckpointDir, ForeignFiles, Manifest, MergedVersion, SortedChanges, StateFile
+}
 import spillstore.tiered.TieredState
 
 /**
- * Rebuilds a committed version from the checkpoint directory: the newest snapshot at or below
- * it merged with the journals after that snapshot ([[MergedVersion]]), loaded into an empty
- * state in key order.
+ * Rebuilds a committed version from the checkpoint directory: the parts of the newest snapshot
+ * at or below it merged with the journals after that snapshot ([[MergedVersion]]), loaded into
+ * an empty state in key order.
  *
  * @param spillDir where a merge of old-format or many journals writes its sorted runs
  */
@@ -28,10 +30,10 @@ final class Recovery(dir: CheckpointDir, spillDir: () => File) extends Logging {
     val listing = dir.list()
     val base = listing.latestSnapshotAtOrBelow(version)
     checkJournals(listing, base, version)
-    val used = journalErrors(dir.withNewestGoodBase(listing, version) { (b, readBase) =>
+    val used = journalErrors(dir.withNewestGoodBase(listing, version) { base =>
       state.clear() // each try at a base starts empty: a corrupt one may have loaded a part
-      state.loadVersion(MergedVersion.foreach(dir, b, version, readBase, spillDir))
-      b
+      state.loadVersion(MergedVersion.foreach(dir, base, version, spillDir))
+      base.version
     })
     logInfo(s"Loaded version $version of ${dir.path} (snapshot $used + ${version - used} " +
       s"journals, ${state.numKeys} keys: ${state.heap.numLiveEntries} on the heap, " +
@@ -56,8 +58,17 @@ final class Recovery(dir: CheckpointDir, spillDir: () => File) extends Logging {
     }
     checkJournals(listing, snapshotVersion, version)
     state.clear()
-    journalErrors(state.loadVersion(MergedVersion.foreach(dir, snapshotVersion, version,
-          applyFile(StateFile.Snapshot, snapshotVersion, _), spillDir)))
+    journalErrors {
+      try {
+        val base =
+          if (snapshotVersion == 0) Manifest.empty(0)
+          else dir.asBase(dir.file(StateFile.Snapshot, snapshotVersion))(
+            dir.readManifest(snapshotVersion))
+        state.loadVersion(MergedVersion.foreach(dir, base, version, spillDir))
+      } catch {
+        case CheckpointDir.BadBase(f, e) => throw unreadable(f, e)
+      }
+    }
   }
 
   /** Moves `state` from committed version `from` forward to `to` by replaying journals. */

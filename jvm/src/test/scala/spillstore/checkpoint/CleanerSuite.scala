@@ -12,8 +12,11 @@ import org.scalatest.funsuite.AnyFunSuite
 import spillstore.checkpoint.CheckpointDirs.withDirs
 
 class CleanerSuite extends AnyFunSuite {
+  /** A journal, or a format-2 snapshot (which holds entries, not a manifest). */
   private def write(dir: CheckpointDir, kind: StateFile.Kind, v: Long): Unit =
-    dir.write(kind, v)(_.put(Array[Byte](v.toByte), Array[Byte](kind.id)))
+    dir.write(kind, v,
+      if (kind == StateFile.Snapshot) StateFile.FullSnapshotFormat else StateFile.FormatVersion)(
+      _.put(Array[Byte](v.toByte), Array[Byte](kind.id)))
 
   private def storeDir(dir: CheckpointDir): File = new File(dir.path.toUri)
 
@@ -120,7 +123,7 @@ class CleanerSuite extends AnyFunSuite {
       write(dir, StateFile.Snapshot, 3)
       assert(Seq(4, 6, 7, Int.MaxValue).map(cleaner.cleanup) === Seq(0, 0, 0, 0),
         "horizon 2 or below")
-      assert(dir.list() === CheckpointDir.Listing((1L to 6L).toSet, Set(3L)))
+      assert(dir.list().journals === (1L to 6L).toSet && dir.list().snapshots === Set(3L))
     }
   }
 
@@ -159,7 +162,7 @@ class CleanerSuite extends AnyFunSuite {
       Seq(2L, 5L).foreach(write(dir, StateFile.Snapshot, _))
       Files.write(new File(dir.file(StateFile.Snapshot, 2).toUri).toPath, Array[Byte](1, 2))
       assert(new Cleaner(dir).cleanup(2) === 4 + 1)
-      assert(dir.list() === CheckpointDir.Listing((5L to 10L).toSet, Set(5L)))
+      assert(dir.list().journals === (5L to 10L).toSet && dir.list().snapshots === Set(5L))
     }
   }
 }

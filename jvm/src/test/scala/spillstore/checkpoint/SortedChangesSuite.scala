@@ -61,7 +61,7 @@ class SortedChangesSuite extends AnyFunSuite {
       }
       val maxOpen =
         if (rnd.nextBoolean()) 2 + rnd.nextInt(3) else SortedChanges.DefaultMaxOpenSources
-      val changes = SortedChanges.squash(dir, base, version, () => local, maxOpen)
+      val changes = SortedChanges.squash(dir, Nil, base, version, () => local, maxOpen)
       val runs = runFilesUnder(local)
       val merged = drain(changes)
       val clue = s"seed $seed: journals ($base, $version], $maxOpen sources"
@@ -102,7 +102,7 @@ class SortedChangesSuite extends AnyFunSuite {
       val rnd = new Random(3)
       val journals = (1L to 5L).map(v => Seq.fill(200)(key(rnd) -> Some(Seq(v.toByte))))
       journals.zipWithIndex.foreach { case (records, i) => writeJournal(dir, i + 1L, records) }
-      val changes = SortedChanges.squash(dir, 0, 5,
+      val changes = SortedChanges.squash(dir, Nil, 0, 5,
         () => fail("a run file was written for journals within the fan-in"), maxOpenSources = 6)
       assert(drain(changes) === TreeMap(journals.flatten: _*)(unsignedOrder).toSeq)
       assert(!local.exists())
@@ -113,9 +113,9 @@ class SortedChangesSuite extends AnyFunSuite {
     withDirs("sorted-changes") { (dir, local) =>
       writeJournal(dir, 1, Seq(Seq[Byte](1) -> None))
       (2L to 3L).foreach(v => writeJournal(dir, v, Nil))
-      assert(drain(SortedChanges.squash(dir, 1, 1, () => local)) === Nil)
-      assert(drain(SortedChanges.squash(dir, 1, 3, () => local, 2)) === Nil)
-      assert(drain(SortedChanges.squash(dir, 0, 3, () => local, 2)) === Seq(Seq[Byte](1) -> None))
+      assert(drain(SortedChanges.squash(dir, Nil, 1, 1, () => local)) === Nil)
+      assert(drain(SortedChanges.squash(dir, Nil, 1, 3, () => local, 2)) === Nil)
+      assert(drain(SortedChanges.squash(dir, Nil, 0, 3, () => local, 2)) === Seq(Seq[Byte](1) -> None))
     }
   }
 
@@ -124,7 +124,7 @@ class SortedChangesSuite extends AnyFunSuite {
       writeJournal(dir, 1, Seq(Seq[Byte](1) -> None))
       for (n <- Seq(1, 0, -1)) {
         val e = intercept[IllegalArgumentException](
-          SortedChanges.squash(dir, 0, 1, () => local, maxOpenSources = n))
+          SortedChanges.squash(dir, Nil, 0, 1, () => local, maxOpenSources = n))
         assert(e.getMessage.contains(s"maxOpenSources must be at least 2, got $n"), e.getMessage)
       }
     }
@@ -137,7 +137,7 @@ class SortedChangesSuite extends AnyFunSuite {
       val rnd = new Random(5)
       (1L to 4L).foreach(v => writeJournal(dir, v, Seq.fill(20)(key(rnd) -> Some(Seq(1)))))
       five(dir)
-      check(dir, () => SortedChanges.squash(dir, 0, 5, () => local, 3), local)
+      check(dir, () => SortedChanges.squash(dir, Nil, 0, 5, () => local, 3), local)
     }
 
   test(

@@ -500,8 +500,11 @@ class TieredStateSuite extends AnyFunSuite with BeforeAndAfterAll {
     CheckpointDirs.withDirs("tiered-recovery") { (dir, local) =>
       val n = 20000L
       var model = (0L until n).map(i => i -> i).toMap
+      // The snapshot in format 2, which holds entries (format 3's lists runs).
       def write(kind: StateFile.Kind, v: Long, records: Seq[(Long, Option[Long])]): Unit =
-        dir.write(kind, v) { w =>
+        dir.write(kind, v,
+          if (kind == StateFile.Snapshot) StateFile.FullSnapshotFormat
+          else StateFile.FormatVersion) { w =>
           inKeyOrder(records.map { case (i, x) =>
             key(i).copy().getBytes -> x.map(bytes(_).getBytes).orNull
           })
