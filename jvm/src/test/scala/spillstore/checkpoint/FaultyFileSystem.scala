@@ -10,7 +10,7 @@ import org.apache.hadoop.fs.{FileStatus, FSDataInputStream, FSInputStream, Path,
  * META-INF/services), whose reads of one named file fail with a given I/O error while a test
  * arms it: a real Hadoop file system failing as HDFS or S3 do when a task is interrupted. A
  * test may also fail the listings of one directory, as a LIST answered 503 by S3 or a namenode
- * failing over does.
+ * failing over does, or hook listings and publishes (see `hooking`).
  */
 class FaultyFileSystem extends RawLocalFileSystem {
   override def getUri: URI = URI.create("faulty:///")
@@ -24,7 +24,13 @@ class FaultyFileSystem extends RawLocalFileSystem {
     }
   }
 
+  override def rename(src: Path, dst: Path): Boolean = {
+    FaultyFileSystem.before(FaultyFileSystem.Publish, dst)
+    super.rename(src, dst)
+  }
+
   override def listStatus(f: Path): Array[FileStatus] = {
+    FaultyFileSystem.before(FaultyFileSystem.Listing, f)
     FaultyFileSystem.failingList.foreach { suffix =>
       if (f.toUri.getPath.stripSuffix("/").endsWith(suffix)) {
         throw new IOException(s"injected listing failure of $f")
@@ -35,8 +41,9 @@ class FaultyFileSystem extends RawLocalFileSystem {
 }
 
 /**
- * State: `fault` and `failingList`, each owned by the test thread that calls `failing` /
- * `failingListsOf` (set for its body, cleared after); file system threads only read them.
+ * State: `fault`, `failingList` and `hook`, each owned by the test thread that calls `failing`,
+ * `failingListsOf` or `hooking` (set for its body, cleared after); file system threads only
+ * read them.
  */
 object FaultyFileSystem {
   final case class Fault(fileName: String, afterBytes: Long, error: () => IOException)
@@ -61,6 +68,35 @@ object FaultyFileSystem {
     failingList = Some(suffix)
     try body
     finally failingList = None
+  }
+
+  /** An operation a test can hook: a listing of a dir, or a publish (the rename to a name). */
+  sealed trait Op
+  case object Listing extends Op
+  case object Publish extends Op
+
+  @volatile private var hook: Option[(Op, Path => Unit)] = None
+
+  /**
+   * Runs `body` with `run` called before every `op` (with its dir or target), on the thread
+   * doing it: to fail it (by throwing) or to do something else first, as another executor
+   * might. `run`'s own operations are not hooked.
+   */
+  def hooking[T](op: Op)(run: Path => Unit)(body: => T): T = {
+    if (hook.isDefined) throw new IllegalStateException("FaultyFileSystem: already hooked")
+    hook = Some(op -> run)
+    try body
+    finally hook = None
+  }
+
+  private val inHook = new ThreadLocal[Boolean] { override def initialValue(): Boolean = false }
+
+  private def before(op: Op, path: Path): Unit = hook.foreach { case (o, run) =>
+    if (o == op && !inHook.get) {
+      inHook.set(true)
+      try run(path)
+      finally inHook.set(false)
+    }
   }
 
   /** The checkpoint root `dir` (a local path) seen through this file system. */

@@ -25,7 +25,9 @@ object SnapshotRunsHolder {
     val checkpoint = new File(args(1))
     val dir = new CheckpointDir(new Path(checkpoint.toURI), new Configuration,
       SpillStoreSparkBridge.compressionCodec("lz4"))
-    for (v <- 1L to 2L) dir.write(StateFile.Journal, v) { w =>
+    // Journal 4 too, so that the snapshot's plan merges every journal (journal 3 lists as
+    // empty), rather than listing journal 4 alone.
+    for (v <- Seq(1L, 2L, 4L)) dir.write(StateFile.Journal, v) { w =>
       (0 until 10).foreach(i => w.record(s"key-$v-$i".getBytes, new Array[Byte](10)))
     }
     val stuck = new File(checkpoint, "3.journal")
@@ -34,7 +36,7 @@ object SnapshotRunsHolder {
     System.out.flush()
     // A fan-in of 2 merges journals 1 and 2 into a run before journal 3 is opened.
     new Snapshotter(dir, () => new File(args(0)), new ExecutorStats, maxOpenSources = 2)
-      .snapshot(3, dir.list())
+      .snapshot(4, dir.list())
     sys.error("the merge was to block on the named pipe")
   }
 }
