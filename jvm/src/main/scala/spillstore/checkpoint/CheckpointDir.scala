@@ -179,8 +179,9 @@ final class CheckpointDir(
           IndexedSeq(Manifest.Part(Manifest.FullSnapshot(version), 0, version, length, None)))
       } else {
         Manifest.read(version, Iterator.continually(reader.next()).takeWhile(_ != null),
-          what => throw new StateFile.CorruptFileException(
-            s"Corrupt spillstore state file $f: $what"))
+          what =>
+            throw new StateFile.CorruptFileException(
+              s"Corrupt spillstore state file $f: $what"))
       }
     } finally in.close()
   }

@@ -56,9 +56,11 @@ final class Cleaner(dir: CheckpointDir) extends Logging {
     val listed = (kept +: newer).flatMap(_.names).toSet
     def unlisted(name: String) = !listed.contains(name)
     val runs = listing.runs.collect { case (n, v) if v < keepFrom && unlisted(n) => n }.toSeq
-    val snapshots = listing.snapshots.filter(v => v < keepFrom &&
+    val snapshots = listing.snapshots.filter(v =>
+      v < keepFrom &&
         unlisted(Manifest.FullSnapshot(v).name)).toSeq.sorted
-    val journals = listing.journals.filter(v => v < keepFrom &&
+    val journals = listing.journals.filter(v =>
+      v < keepFrom &&
         unlisted(Manifest.JournalFile(v).name)).toSeq.sorted
     val temps = listing.temps.collect { case (name, v) if v < keepFrom => name }.toSeq.sorted
     runs.sorted.foreach(dir.deleteNamed)

@@ -52,7 +52,8 @@ object Manifest {
     require(from < to && to == source.version, s"part $this: bad version range")
   }
 
-  private val RunName = """(\d+)\.[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\.run""".r
+  private val RunName =
+    """(\d+)\.[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\.run""".r
 
   /** The `to` version of a run's file name, if it is one. */
   def runVersion(name: String): Option[Long] = name match {
@@ -64,7 +65,7 @@ object Manifest {
   def write(m: Manifest, out: StateFile.Writer): Unit =
     m.parts.zipWithIndex.foreach { case (p, i) =>
       val trailer = p.trailer.getOrElse(throw new IllegalArgumentException(
-        s"manifest of version ${m.version}: part ${p.source.name} has no recorded trailer"))
+          s"manifest of version ${m.version}: part ${p.source.name} has no recorded trailer"))
       val bytes = new ByteArrayOutputStream(96)
       val data = new DataOutputStream(bytes)
       data.writeByte(p.source.tag)

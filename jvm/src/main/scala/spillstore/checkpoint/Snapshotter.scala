@@ -82,15 +82,17 @@ final class Snapshotter(dir: CheckpointDir, spillDir: () => File, stats: Executo
       finally sorted.close()
     val run = Manifest.Part(Manifest.RunFile(name, version), 0, version, written.bytes,
       Some(written.trailer))
-    publish(Manifest(version, IndexedSeq(run)), Some(name), Set.empty)
-    wrote(version, written, "the live state")
+    publish(Manifest(version, IndexedSeq(run)), Some(name), Set.empty).foreach(
+      wrote(version, written, _, "the live state"))
   }
 
-  private def wrote(version: Long, written: CheckpointDir.Written, from: String): Unit = {
-    stats.snapshotBytes.inc(written.bytes)
+  private def wrote(version: Long, run: CheckpointDir.Written, manifest: CheckpointDir.Written,
+      from: String): Unit = {
+    stats.snapshotBytes.inc(run.bytes + manifest.bytes)
     newestWritten.accumulateAndGet(version, (a: Long, b: Long) => math.max(a, b))
-    logInfo(s"Wrote snapshot of version $version to ${dir.path} (${written.records} " +
-      s"records, ${written.bytes} bytes, from $from)")
+    logInfo(s"Wrote snapshot of version $version to ${dir.path}: a run of ${run.records} " +
+      s"records, ${run.bytes} bytes, and a manifest of ${manifest.records} parts, " +
+      s"${manifest.bytes} bytes ($from)")
   }
 
   /**
@@ -110,11 +112,9 @@ final class Snapshotter(dir: CheckpointDir, spillDir: () => File, stats: Executo
         // An older base is used around a corrupt one (see withNewestGoodBase).
         val (manifest, ownRun, written, from) =
           dir.withNewestGoodBase(listing, version)(build(_, version, listing, forced))
-        val shared = manifest.names -- ownRun
-        if (!publish(manifest, ownRun, shared)) None
-        else {
-          wrote(version, written, from)
-          Some(version)
+        publish(manifest, ownRun, manifest.names -- ownRun).map { m =>
+          wrote(version, written, m, from)
+          version
         }
     }
   }
@@ -178,9 +178,10 @@ final class Snapshotter(dir: CheckpointDir, spillDir: () => File, stats: Executo
   /**
    * Publishes `manifest` unless a listing taken now shows its version snapshotted already, or a
    * part missing or changed in length (another executor's cleanup); then, and on any failure,
-   * deletes `ownRun`. Returns whether it published.
+   * deletes `ownRun`. Returns what it published, if it did.
    */
-  private def publish(manifest: Manifest, ownRun: Option[String], shared: Set[String]): Boolean =
+  private def publish(manifest: Manifest, ownRun: Option[String],
+      shared: Set[String]): Option[CheckpointDir.Written] =
     try {
       val now = dir.list()
       if (now.snapshots.contains(manifest.version) || !now.hasParts(manifest)) {
@@ -188,12 +189,12 @@ final class Snapshotter(dir: CheckpointDir, spillDir: () => File, stats: Executo
           now.lengths.get(p.source.name).contains(p.length)).map(_.source.name)
         logWarning(s"Not publishing the snapshot of version ${manifest.version} in " +
           s"${dir.path}: " + (if (gone.nonEmpty) s"${gone.mkString(", ")} changed or vanished " +
-          s"while it was written (shared: ${shared.size})" else "another writer published it"))
+                              s"while it was written (shared: ${shared.size})"
+                              else "another writer published it"))
         ownRun.foreach(dir.deleteNamed)
-        false
+        None
       } else {
-        dir.writeManifest(manifest)
-        true
+        Some(dir.writeManifest(manifest))
       }
     } catch {
       case e: Throwable => ownRun.foreach(deleteOwn(_, e)); throw e

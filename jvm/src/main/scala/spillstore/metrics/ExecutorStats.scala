@@ -60,7 +60,8 @@ final class ExecutorStats {
   val journalBytes: Counter = counter("journalBytes", asInProgress(SpillStoreMetrics.JournalBytes))
   val journalRecords: Counter =
     counter("journalRecords", asInProgress(SpillStoreMetrics.JournalRecords))
-  val snapshotBytes: Counter = counter("snapshotBytes", "bytes of snapshots written by maintenance")
+  val snapshotBytes: Counter = counter("snapshotBytes",
+    "bytes of snapshots written (each a new run of what changed, and its manifest)")
   val maintenanceFailures: Counter = counter("maintenanceFailures",
     "snapshot or cleanup maintenance runs that failed (each a WARN; the store keeps running)")
   val reliefRounds: Counter =

@@ -48,7 +48,8 @@ class MergePlanSuite extends AnyFunSuite {
         if (forced && parts > 0) assert(from >= 1, clue)
         if (!forced && from > 0) assert(sizes.drop(1).sum <= MaxAmplification * sizes(0), clue)
         // A journal is kept only if far larger than the ones merged (unless the cap took more).
-        if (from > parts && from + 1 < MaxParts) assert(sizes(from - 1) > Ratio * sizes.drop(from).sum, clue)
+        if (from > parts && from + 1 < MaxParts)
+          assert(sizes(from - 1) > Ratio * sizes.drop(from).sum, clue)
       }
     }
   }

@@ -81,9 +81,10 @@ class SharedRunsSuite extends AnyFunSuite {
       val replacement = Iterator.range(0, 8).map { bit =>
         val (name, _) = dir.writeRun(8) { w =>
           records.foreach { case (k, x) =>
-            w.record(k, Option(x).map { b =>
-              val c = b.clone(); c(c.length - 1) = (c(c.length - 1) ^ (1 << bit)).toByte; c
-            }.orNull)
+            w.record(k,
+              Option(x).map { b =>
+                val c = b.clone(); c(c.length - 1) = (c(c.length - 1) ^ (1 << bit)).toByte; c
+              }.orNull)
           }
         }
         new File(storeDir, name)
@@ -246,7 +247,8 @@ object SharedRunsSuite {
     def assertRunsListed(): Unit = {
       val listing = dir.list()
       val listed = listing.snapshots.flatMap(v => dir.readManifest(v).names)
-      assert(listing.runs.keySet.subsetOf(listed), s"unlisted runs: ${listing.runs.keySet -- listed}")
+      assert(listing.runs.keySet.subsetOf(listed),
+        s"unlisted runs: ${listing.runs.keySet -- listed}")
       assert(listing.temps.isEmpty, listing.temps)
     }
   }

@@ -115,7 +115,8 @@ class SortedChangesSuite extends AnyFunSuite {
       (2L to 3L).foreach(v => writeJournal(dir, v, Nil))
       assert(drain(SortedChanges.squash(dir, Nil, 1, 1, () => local)) === Nil)
       assert(drain(SortedChanges.squash(dir, Nil, 1, 3, () => local, 2)) === Nil)
-      assert(drain(SortedChanges.squash(dir, Nil, 0, 3, () => local, 2)) === Seq(Seq[Byte](1) -> None))
+      assert(drain(SortedChanges.squash(dir, Nil, 0, 3, () => local, 2)) === Seq(
+        Seq[Byte](1) -> None))
     }
   }
 
