@@ -161,7 +161,8 @@ class StateLister:
         if uri.getScheme() is None:
             uri = fs_api.FileSystem.getDefaultUri(conf)
         fs = fs_api.FileSystem.newInstance(uri, conf, LISTER)
-        if fs.getClass().getName() in _CHECKSUMMED:
+        # A ChecksumFileSystem (the local one) hides the .crc files it writes.
+        if jvm.java.lang.Class.forName("org.apache.hadoop.fs.ChecksumFileSystem").isInstance(fs):
             fs = fs.getRawFileSystem()
         self._fs = fs
 
@@ -183,10 +184,6 @@ class StateLister:
     def close(self) -> None:
         self._fs.close()
 
-
-_CHECKSUMMED = {"org.apache.hadoop.fs.LocalFileSystem",
-                "org.apache.hadoop.hive.ql.io.ProxyLocalFileSystem"}
-"""Local file systems that hide the ``.crc`` files they write (``ChecksumFileSystem``s)."""
 
 _MAINTENANCE_THREADS = "state-store-maintenance"
 
