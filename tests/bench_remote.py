@@ -11,7 +11,9 @@ tables as usual; for s3 and hdfs this script then prints, per preset and provide
 the server answered under each run's ``<checkpoint>/state/`` per state store and committed
 batch, by kind, and the files written there (see :func:`count_state_calls`): for s3 every
 request, for hdfs the namenode calls of its audit log (not the block calls addBlock and
-complete, which the namenode does not audit).
+complete, which the namenode does not audit). The checkpoint-cost preset's own listings of the
+state tree (made as ``spillstore.bench._cost.LISTER``) are left out of the counts and mark its
+runs' window: from the listing after the load batch to the one after the last batch.
 """
 
 from __future__ import annotations
@@ -32,6 +34,7 @@ from urllib.parse import parse_qs, unquote, urlparse
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # tests/, for servers
 import servers  # noqa: E402
+from spillstore.bench._cost import LISTER  # noqa: E402
 from spillstore.cli import main as spillstore_main  # noqa: E402
 
 BUCKET = "bench"
@@ -57,8 +60,9 @@ class StateRequests:
     """What the counts are divided by: state stores x committed batches counted."""
     measured_only: bool = True
     """Whether the counts are of the measured batches (the calls between the commit-log
-    writes of the batch before the first measured one and of the last one), else of the whole
-    run, divided by the stores times all its batches."""
+    writes of the batch before the first measured one and of the last one, or for the
+    checkpoint-cost preset between its first and its last listing), else of the whole run,
+    divided by the stores times all its batches."""
 
     def add(self, other: StateRequests) -> None:
         self.by_kind.update(other.by_kind)
@@ -81,6 +85,8 @@ class StateCall(NamedTuple):
     tree: bool = False
     """Whether ``removes`` takes the files under ``<removes>/`` too (an HDFS delete), and
     moves them under ``<writes>/`` for a rename of a directory (one they are found under)."""
+    lister: bool = False
+    """Whether the bench's own listing of the state tree made it (never counted)."""
 
 
 def _s3_calls(requests: Sequence[servers.Request], bucket: str) -> list[StateCall]:
@@ -92,7 +98,8 @@ def _s3_calls(requests: Sequence[servers.Request], bucket: str) -> list[StateCal
         ok = 200 <= r.status < 300
         if r.path.rstrip("/") == f"/{bucket}":
             prefix = parse_qs(r.query).get("prefix", [""])[0]
-            calls.append(StateCall("LIST" if r.method == "GET" else r.method, prefix, ok))
+            calls.append(StateCall("LIST" if r.method == "GET" else r.method, prefix, ok,
+                                   lister=r.agent.startswith(LISTER)))
             continue
         if not r.path.startswith(f"/{bucket}/"):
             continue
@@ -100,7 +107,8 @@ def _s3_calls(requests: Sequence[servers.Request], bucket: str) -> list[StateCal
         upload = "uploadId" in parse_qs(r.query, keep_blank_values=True)
         writes = ((r.method in ("PUT", "COPY") and not upload) or (r.method == "POST" and upload))
         calls.append(StateCall(r.method, key, ok, writes=key if writes else None,
-                               removes=key if r.method == "DELETE" else None))
+                               removes=key if r.method == "DELETE" else None,
+                               lister=r.agent.startswith(LISTER)))
     return calls
 
 
@@ -117,13 +125,15 @@ def _hdfs_calls(records: Sequence[servers.AuditRecord]) -> list[StateCall]:
         calls.append(StateCall(
             kind, src, r.allowed,
             writes=src if kind in ("create", "append") else dst if kind == "rename" else None,
-            removes=src if kind in ("rename", "delete") else None, tree=True))
+            removes=src if kind in ("rename", "delete") else None, tree=True,
+            lister=r.user == LISTER))
     return calls
 
 
 def count_state_calls(calls: Sequence[StateCall], checkpoint: str, first_batch: int,
-                      last_batch: int, stores: int, run_batches: int) -> StateRequests:
-    """Count one run's calls under ``<checkpoint>/state/``.
+                      last_batch: int, stores: int, run_batches: int,
+                      between_listings: bool = False) -> StateRequests:
+    """Count one run's calls under ``<checkpoint>/state/``, but the bench's own listings'.
 
     Args:
         calls: what the storage answered, in order.
@@ -133,7 +143,10 @@ def count_state_calls(calls: Sequence[StateCall], checkpoint: str, first_batch: 
             ``first_batch - 1`` up to that of ``last_batch``.
         stores: state store instances per batch.
         run_batches: every batch of the run, for the whole-run count when either commit-log
-            write is missing from ``calls``.
+            write (or with ``between_listings`` any listing) is missing from ``calls``.
+        between_listings: count the calls between the first and the last call of the bench's
+            listings under the state tree instead (a checkpoint-cost run: from the listing
+            after the load batch to the one a maintenance interval after the last batch).
     """
     root = urlparse(checkpoint).path.strip("/")
     state = f"{root}/state"
@@ -141,10 +154,16 @@ def count_state_calls(calls: Sequence[StateCall], checkpoint: str, first_batch: 
     def under(key: str | None, prefix: str) -> bool:
         return key is not None and (key == prefix or key.startswith(prefix + "/"))
 
-    commits = {c.writes: i for i, c in enumerate(calls)
-               if c.ok and under(c.writes, f"{root}/commits")}
-    start = -1 if first_batch == 0 else commits.get(f"{root}/commits/{first_batch - 1}")
-    end = commits.get(f"{root}/commits/{last_batch}")
+    start: int | None
+    end: int | None
+    if between_listings:
+        listings = [i for i, c in enumerate(calls) if c.lister and under(c.key, state)]
+        start, end = (listings[0], listings[-1]) if listings else (None, None)
+    else:
+        commits = {c.writes: i for i, c in enumerate(calls)
+                   if c.ok and under(c.writes, f"{root}/commits")}
+        start = -1 if first_batch == 0 else commits.get(f"{root}/commits/{first_batch - 1}")
+        end = commits.get(f"{root}/commits/{last_batch}")
     measured = start is not None and end is not None
     lo, hi = (start, end) if measured else (-1, len(calls))
     counted = StateRequests(
@@ -152,7 +171,7 @@ def count_state_calls(calls: Sequence[StateCall], checkpoint: str, first_batch: 
         measured_only=measured)
     written: set[str] = set()
     for c in calls[lo + 1:hi + 1]:
-        if not (under(c.key, state) or under(c.writes, state)):
+        if c.lister or not (under(c.key, state) or under(c.writes, state)):
             continue
         counted.by_kind[c.kind] += 1
         if not c.ok:
@@ -172,20 +191,20 @@ def count_state_calls(calls: Sequence[StateCall], checkpoint: str, first_batch: 
 
 def count_state_requests(requests: Sequence[servers.Request], checkpoint: str,
                          first_batch: int, last_batch: int, stores: int,
-                         run_batches: int) -> StateRequests:
+                         run_batches: int, between_listings: bool = False) -> StateRequests:
     """:func:`count_state_calls` of S3 requests (``S3Server.requests()``) for the checkpoint
     ``s3a://<bucket>/<key>``."""
     return count_state_calls(_s3_calls(requests, urlparse(checkpoint).netloc), checkpoint,
-                             first_batch, last_batch, stores, run_batches)
+                             first_batch, last_batch, stores, run_batches, between_listings)
 
 
 def count_namenode_calls(records: Sequence[servers.AuditRecord], checkpoint: str,
                          first_batch: int, last_batch: int, stores: int,
-                         run_batches: int) -> StateRequests:
+                         run_batches: int, between_listings: bool = False) -> StateRequests:
     """:func:`count_state_calls` of HDFS audit records (``HdfsServer.audit_records()``) for
     the checkpoint ``hdfs://<namenode>/<path>``."""
     return count_state_calls(_hdfs_calls(records), checkpoint, first_batch, last_batch,
-                             stores, run_batches)
+                             stores, run_batches, between_listings)
 
 
 class Table(NamedTuple):
@@ -220,9 +239,13 @@ def format_state_calls(raw: dict[str, object], count: Callable[..., StateRequest
     for run in raw["runs"]:  # type: ignore[attr-defined]
         if run["checkpoint"] is None or run["state_stores"] is None:
             continue  # failed before measuring
-        batches = presets[run["preset"]]["batches"]
+        preset = presets[run["preset"]]
+        batches = preset["batches"]
+        # A restart runs one batch more (the restart presets restart without --restart).
+        restarted = raw["restart"] or preset.get("restart", False)
         counted = count(run["checkpoint"], warmup, warmup + batches - 1, run["state_stores"],
-                        warmup + batches + (1 if raw["restart"] else 0))
+                        warmup + batches + (1 if restarted else 0),
+                        preset.get("checkpoint_cost", False))
         group = (run["preset"], run["provider"])
         pooled.setdefault(group, StateRequests()).add(counted)
         runs[group] += 1
@@ -238,7 +261,9 @@ def format_state_calls(raw: dict[str, object], count: Callable[..., StateRequest
                      *(f"{c.per_store_batch(c.by_kind[k]):.2f}" for k in kinds)])
     widths = [max(len(row[i]) for row in rows) for i in range(len(header))]
     lines = [f"{table.title}; measured batches: from the commit of batch {warmup - 1} to that "
-             "of the last measured one; whole run: all calls over stores x all batches)"]
+             "of the last measured one, for checkpoint-cost from the listing after the load "
+             "batch to the one after the last batch, the bench's listings not counted; whole "
+             "run: all calls over stores x all batches)"]
     lines += ["  ".join(c.ljust(w) if i < 4 else c.rjust(w)
                         for i, (c, w) in enumerate(zip(row, widths, strict=True))) for row in rows]
     return "\n".join(lines)

@@ -110,11 +110,12 @@ def _stop_group(proc: subprocess.Popen[str], grace_s: float) -> None:
 
 class Request(NamedTuple):
     """One request the S3 server answered (or refused: status 0); ``method`` is ``COPY`` for a
-    PUT that copies another object."""
+    PUT that copies another object; ``agent`` its ``User-Agent`` header."""
     method: str
     path: str
     query: str
     status: int
+    agent: str = ""
 
 
 @dataclass
@@ -150,7 +151,8 @@ class _ProxyHandler(BaseHTTPRequestHandler):
         # S3's copy is a PUT naming its source in a header (a rename is a copy and a delete).
         method = "COPY" if self.headers.get("x-amz-copy-source") else self.command
         with self.proxy.lock:
-            self.proxy.log.append(Request(method, path, query, status))
+            self.proxy.log.append(Request(method, path, query, status,
+                                          self.headers.get("User-Agent", "")))
 
     def _body(self) -> bytes:
         if self.headers.get("Transfer-Encoding", "").lower() == "chunked":
@@ -352,12 +354,14 @@ class AuditRecord(NamedTuple):
     ``rename (options=[OVERWRITE])`` for the rename that replaces its target, ...), the paths it
     names (``dst`` only for a rename; both absolute, no scheme), whether it was allowed (a call
     that failed otherwise, e.g. a create of an existing file, is not in the log; a getfileinfo
-    of a missing path did not fail), and when it completed."""
+    of a missing path did not fail), when it completed, and the user who called (``ugi``
+    without its authentication method)."""
     time_ms: int  # epoch milliseconds
     allowed: bool
     cmd: str
     src: str | None
     dst: str | None
+    user: str | None = None
 
 
 def parse_audit_log(text: str) -> list[AuditRecord]:
@@ -371,8 +375,9 @@ def parse_audit_log(text: str) -> list[AuditRecord]:
         values = dict(f.partition("=")[::2] for f in fields)
         src, dst = (None if values.get(k, "null") == "null" else values[k]
                     for k in ("src", "dst"))
+        user = values["ugi"].split(" ", 1)[0] if "ugi" in values else None
         records.append(AuditRecord(int(millis), values["allowed"] == "true", values["cmd"],
-                                   src, dst))
+                                   src, dst, user))
     return records
 
 

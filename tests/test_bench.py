@@ -21,6 +21,7 @@ from spillstore import bench
 from spillstore.bench import (
     PRESETS,
     RunResult,
+    _cost,
     _runner,
     _worker,
     classify_failure,
@@ -567,3 +568,169 @@ def test_state_request_table_pools_runs_per_provider() -> None:
     assert lines[2].split() == ["small", "spillstore", "2", "measured", "batches", "4.50",
                                 "1.00", "0.00", "0.50", "0.50", "1.50", "0.50", "1.00", "0.50"]
     assert len(lines) == 3
+
+
+# ---------------------------------------------------------------------------------------------
+# The checkpoint-cost preset
+
+
+def test_a_window_is_the_difference_of_two_listings() -> None:
+    before = {"s/0/1.delta": (100, 1), "s/0/.1.delta.crc": (12, 1), "s/0/2.delta": (50, 2)}
+    after = {"s/0/1.delta": (100, 1), "s/0/2.delta": (60, 3),  # rewritten in place
+             "s/0/3.delta": (70, 4), "s/0/4.snapshot": (1000, 5)}
+    window = _cost.diff(before, after, 0.5, 2.0, batch=3)
+    assert window == _cost.Window(bytes_created=1130, files_created=3, files_deleted=2,
+                                  bytes_live=1230, files_live=4, maintenance_cpu_s=0.5,
+                                  process_cpu_s=2.0, batch=3)
+    assert _cost.diff(after, after).files_created == 0
+
+
+def test_windows_are_summarized_as_means_per_batch_and_the_most_bytes_live() -> None:
+    windows = [_cost.Window(100, 2, 0, 1100, 10, 0.1, 1.0), _cost.Window(300, 4, 1, 1000, 13,
+                                                                         None, 3.0)]
+    assert _cost.summarize(windows) == {
+        "bytes_per_batch": 200.0, "files_per_batch": 3.0, "files_deleted_per_batch": 0.5,
+        "max_live_bytes": 1100, "maintenance_cpu_s_per_batch": 0.1,
+        "process_cpu_s_per_batch": 2.0}
+
+
+def test_the_input_loads_every_key_then_updates_distinct_existing_ones_seeded() -> None:
+    preset = replace(PRESETS["checkpoint-cost"], keys=100, rows_per_batch=30, new_keys=5)
+    assert _cost.batch_keys(preset, 0) == list(range(100))
+    first, second = _cost.batch_keys(preset, 1), _cost.batch_keys(preset, 2)
+    assert len(set(first[:30])) == 30 and max(first[:30]) < 100 and first[30:] == [
+        100, 101, 102, 103, 104]
+    # Batch 2 draws from the 105 keys there are by then, and adds 105..109.
+    assert len(set(second[:30])) == 30 and max(second[:30]) < 105
+    assert second[30:] == list(range(105, 110)) and first[:30] != second[:30]
+    assert _cost.batch_keys(preset, 1) == first  # the same for every run
+
+
+def cost(provider: str, repetition: int, rate: float, **fields: object) -> RunResult:
+    values: dict[str, object] = dict(
+        bytes_per_batch=2.5 * 2 ** 20, files_per_batch=4.0, files_deleted_per_batch=1.0,
+        max_live_bytes=40 * 2 ** 20, maintenance_cpu_s_per_batch=0.0125,
+        process_cpu_s_per_batch=1.5, batch_ms=800.0,
+        checkpoint_load={"bytes_created": 10 * 2 ** 20, "files_created": 12})
+    values.update(fields)
+    return replace(ok(provider, repetition, rate, **values), preset="checkpoint-cost")
+
+
+def test_the_checkpoint_cost_report_adds_a_table_per_batch() -> None:
+    runs = [cost("spillstore", 1, 100.0), cost("spillstore", 2, 100.0, files_per_batch=6.0,
+                                                max_live_bytes=50 * 2 ** 20),
+            cost("rocksdb-nochangelog", 1, 50.0, bytes_per_batch=None,
+                 checkpoint_load=None, maintenance_cpu_s_per_batch=None),
+            failed("hdfs", 1, "OOM")]
+    lines = format_report(PRESETS["checkpoint-cost"], summarize(runs)).splitlines()
+    assert lines[0].startswith("checkpoint-cost: 1,000,000 keys loaded in 1 batch, then 30 "
+                               "batches each updating 100,000 random existing keys"), lines[0]
+    table = lines[lines.index("") + 1:]
+    assert table[0].startswith("checkpoint per measured batch")
+    assert table[1].split()[:4] == ["provider", "load", "MB", "(files)"]
+    # Medians over the runs of their means; the highest live bytes.
+    assert table[2].split() == ["spillstore", "10.00", "(12)", "2.50", "5.0", "1.0", "50.00",
+                                "0.013", "1.50", "800"]
+    assert table[3].split() == ["rocksdb-nochangelog", "-", "-", "4.0", "1.0", "40.00", "-",
+                                "1.50", "800"]
+    assert table[4].split()[1:] == ["-"] * 8 and len(table) == 5
+    plain = format_report(PRESETS["small"], summarize([ok("hdfs", 1, 10.0)]))
+    assert "checkpoint per measured batch" not in plain
+
+
+def test_checkpoint_cost_compares_its_four_providers_with_its_own_options(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    calls: list[tuple[bench.Preset, str]] = []
+
+    def fake(preset: bench.Preset, provider: str, repetition: int,
+             setup: bench.Setup) -> RunResult:
+        calls.append((preset, provider))
+        return replace(cost(provider, repetition, 10.0), preset=preset.name)
+
+    monkeypatch.setattr(_runner, "run_once", fake)
+    out = tmp_path / "runs.json"
+    assert main(["bench", "--preset", "small", "--preset", "checkpoint-cost", "--repetitions",
+                 "1", "--keys", "2000", "--rows-per-batch", "200", "--batches", "3",
+                 "--new-keys", "7", "--json", str(out)]) == 0
+    assert [(p.name, provider) for p, provider in calls] == [
+        ("small", "spillstore"), ("small", "hdfs"), ("small", "rocksdb"),
+        ("checkpoint-cost", "spillstore"), ("checkpoint-cost", "hdfs"),
+        ("checkpoint-cost", "rocksdb"), ("checkpoint-cost", "rocksdb-nochangelog")]
+    small, checkpoint_cost = calls[0][0], calls[-1][0]
+    assert (small.new_keys, checkpoint_cost.new_keys) == (0, 7)
+    assert (checkpoint_cost.keys, checkpoint_cost.rows_per_batch, checkpoint_cost.batches) == (
+        2000, 200, 3)
+    raw = json.loads(out.read_text())
+    assert raw["presets"][1]["checkpoint_cost"] and raw["runs"][-1]["files_per_batch"] == 4.0
+    calls.clear()
+    assert main(["bench", "--preset", "checkpoint-cost", "--repetitions", "1",
+                 "--providers", "hdfs,rocksdb-nochangelog"]) == 0
+    assert [provider for _, provider in calls] == ["hdfs", "rocksdb-nochangelog"]
+
+
+@pytest.mark.parametrize(("argv", "message"), [
+    (["--preset", "small", "--new-keys", "5"], "--new-keys applies to the checkpoint-cost"),
+    (["--preset", "checkpoint-cost", "--keys", "100", "--rows-per-batch", "101"],
+     "101 updates per batch (--rows-per-batch) exceed its 100 keys"),
+])
+def test_what_checkpoint_cost_cannot_run_is_refused_before_any_run(
+        argv: list[str], message: str, monkeypatch: pytest.MonkeyPatch,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    monkeypatch.setattr(_runner, "run_once", lambda *a: pytest.fail("ran"))
+    assert main(["bench", *argv]) == 2
+    assert message in capsys.readouterr().err
+
+
+def test_rocksdb_runs_with_and_without_changelog_checkpointing() -> None:
+    key = "spark.sql.streaming.stateStore.rocksdb.changelogCheckpointing.enabled"
+    confs = bench._presets.SPARK_PROVIDER_CONFS
+    assert (confs["rocksdb"][key], confs["rocksdb-nochangelog"][key]) == ("true", "false")
+    providers = bench._presets.BENCH_PROVIDERS
+    assert providers["rocksdb-nochangelog"] == providers["rocksdb"]
+
+
+def test_checkpoint_cost_requests_are_counted_between_the_benchs_listings() -> None:
+    """The bench's own listings (user agent spillstore-bench-lister) are not counted, and
+    mark the window: from the listing after the load to the one after the last batch."""
+    state = f"{ROOT}/state/0/0"
+    agent = f"{_cost.LISTER}, Hadoop 3.5.0, aws-sdk-java/2.29"
+
+    def listing() -> Request:
+        return Request("GET", "/bench", f"list-type=2&prefix={ROOT}/state/&delimiter=%2F",
+                       200, agent)
+
+    log = [
+        Request("PUT", f"/bench/{state}/1.delta", "", 200),  # the load batch's
+        Request("PUT", f"/bench/{ROOT}/commits/0", "", 200),
+        Request("PUT", f"/bench/{state}/1.snapshot", "", 200),  # the load's maintenance
+        listing(), listing(),
+        Request("PUT", f"/bench/{state}/2.delta", "", 200, "Hadoop 3.5.0"),
+        Request("PUT", f"/bench/{ROOT}/commits/1", "", 200),
+        listing(),
+        Request("GET", "/bench", f"list-type=2&prefix={state}/&delimiter=%2F", 200),
+        Request("DELETE", f"/bench/{state}/1.delta", "", 204),
+        listing(),
+        Request("PUT", f"/bench/{state}/3.delta", "", 200),  # the restart's
+    ]
+    counted = bench_remote.count_state_requests(
+        log, f"s3a://bench/{ROOT}", first_batch=1, last_batch=2, stores=1, run_batches=4,
+        between_listings=True)
+    assert counted.measured_only and counted.store_batches == 2
+    assert counted.by_kind == {"PUT": 1, "LIST": 1, "DELETE": 1}
+    assert counted.objects_written == 1
+    # Without listings in the log: the whole run, still without the bench's own calls.
+    whole = bench_remote.count_state_requests(
+        log[:3], f"s3a://bench/{ROOT}", first_batch=1, last_batch=2, stores=1, run_batches=4,
+        between_listings=True)
+    assert not whole.measured_only and whole.by_kind == {"PUT": 2}
+
+
+def test_namenode_calls_of_the_benchs_listings_are_not_counted() -> None:
+    state = f"/{ROOT}/state/0/0"
+    records = [AuditRecord(0, True, "listStatus", state, None, _cost.LISTER),
+               AuditRecord(0, True, "create", f"{state}/2.delta", None, "root"),
+               AuditRecord(0, True, "listStatus", state, None, _cost.LISTER)]
+    counted = bench_remote.count_namenode_calls(
+        records, f"hdfs://localhost:9000/{ROOT}", first_batch=1, last_batch=1, stores=1,
+        run_batches=2, between_listings=True)
+    assert counted.measured_only and counted.by_kind == {"create": 1}

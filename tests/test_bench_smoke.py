@@ -106,3 +106,49 @@ def test_bench_on_local_cluster_reports_each_executors_peak_rss_and_restarts(
     assert table[1].startswith("tasks on local-cluster[2,1,1024], executor memory 768 MB")
     assert "executor peak RSS MB max (each)" in table[2], table
     assert not list(tmp_path.glob("spillstore-bench-*")), "run directories are removed"
+
+
+@harness.needs_state_reader
+def test_bench_checkpoint_cost_lists_the_state_tree_after_each_batch(tmp_path: Path) -> None:
+    """The ``checkpoint-cost`` preset at a toy size: 2,000 keys loaded, then 3 batches of 200
+    updates and 50 new keys, spillstore and the default provider, each restarted; every run's
+    final state is checked against its input by the worker (a run whose state differs fails)."""
+    raw = tmp_path / "runs.json"
+    bench = subprocess.run(
+        [sys.executable, "-m", "spillstore", "bench", "--preset", "checkpoint-cost",
+         "--keys", "2000", "--rows-per-batch", "200", "--new-keys", "50", "--batches", "3",
+         "--repetitions", "1", "--providers", "spillstore,hdfs", "--restart",
+         "--timeout", "240", "--json", str(raw)],
+        capture_output=True, text=True, timeout=600,
+        env={**os.environ, **harness.jvm_tmp_env(tmp_path)})
+    assert bench.returncode == 0, bench.stdout + bench.stderr[-5000:]
+
+    runs = json.loads(raw.read_text())["runs"]
+    assert [r["provider"] for r in runs] == ["spillstore", "hdfs"]
+    for run in runs:
+        assert run["failure"] is None, run
+        assert run["state_rows"] == 2000 + 3 * 50 and 0 < run["restart_s"] < run["seconds"], run
+        load, batches = run["checkpoint_load"], run["checkpoint_batches"]
+        # The load wrote the state's metadata and each of the 4 stores' first version.
+        assert load["files_created"] >= 4 and load["bytes_created"] == load["bytes_live"] > 0
+        assert [w["batch"] for w in batches] == [1, 2, 3], run
+        for before, w in zip([load, *batches], batches, strict=False):
+            # Every batch commits a version of each of the 4 stores: a file each at least.
+            assert w["files_created"] >= 4 and w["bytes_created"] > 0, run
+            assert w["files_live"] == before["files_live"] + w["files_created"] - w[
+                "files_deleted"], run
+            assert w["maintenance_cpu_s"] >= 0 and w["process_cpu_s"] > 0, run
+        assert run["bytes_per_batch"] == pytest.approx(
+            statistics.fmean(w["bytes_created"] for w in batches), abs=1e-3), run
+        assert run["files_per_batch"] >= 4 and run["files_deleted_per_batch"] >= 0, run
+        if run["provider"] == "hdfs":  # the raw local file system: each delta's .crc too
+            assert run["files_per_batch"] >= 8, run
+        assert run["max_live_bytes"] == max(w["bytes_live"] for w in batches), run
+        assert run["maintenance_cpu_s_per_batch"] >= 0 and run["process_cpu_s_per_batch"] > 0, run
+
+    out = bench.stdout
+    assert out.startswith("checkpoint-cost: 2,000 keys loaded in 1 batch, then 3 batches "
+                          "each updating 200 random existing keys and adding 50 new keys"), out
+    table = out[out.index("checkpoint per measured batch"):].splitlines()
+    assert [line.split()[0] for line in table[2:4]] == ["spillstore", "hdfs"], table
+    assert not list(tmp_path.glob("spillstore-bench-*")), "run directories are removed"

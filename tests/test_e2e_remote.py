@@ -405,7 +405,7 @@ def state_requests(requests: list[servers.Request], bucket: str, checkpoint_key:
     journal_keys: dict[str, list[str]] = {}
     stores = set()
     prefix = f"{bucket}/{checkpoint_key}/state/"
-    for method, path, query, _status in requests:
+    for method, path, query, *_ in requests:
         key = path.lstrip("/")
         listed = urllib.parse.parse_qs(query).get("prefix")
         if listed:

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import argparse
 
-__all__ = ["parse_option", "positive_float", "positive_int"]
+__all__ = ["non_negative_int", "parse_option", "positive_float", "positive_int"]
 
 
 def parse_option(text: str) -> tuple[str, str]:
@@ -22,6 +22,14 @@ def positive_int(text: str) -> int:
     value = int(text)
     if value <= 0:
         raise argparse.ArgumentTypeError(f"must be positive, got {value}")
+    return value
+
+
+def non_negative_int(text: str) -> int:
+    """An integer of 0 or more."""
+    value = int(text)
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"must be 0 or more, got {value}")
     return value
 
 

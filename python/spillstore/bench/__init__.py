@@ -22,6 +22,15 @@ resident set, from Spark's executor metrics (``ProcessTreeJVMRSSMemory``), besid
 executor's allotment: its memory plus the overhead a cluster manager such as YARN or
 Kubernetes grants its container (``spark.executor.memoryOverhead``, by default the larger of
 384 MB and 10 % of the memory).
+
+The ``checkpoint-cost`` preset measures what the checkpoint costs per batch
+(:mod:`spillstore.bench._cost`): ``--keys`` keys loaded in one batch, then ``--batches``
+batches of ``--rows-per-batch`` updates of random existing keys (and ``--new-keys`` new keys),
+one batch at a time, with the files under the checkpoint's ``state/`` listed after each: bytes
+and files created, files deleted, bytes live, and the CPU of Spark's maintenance threads and of
+the whole process per batch. It compares spillstore, hdfs, rocksdb (changelog checkpointing)
+and rocksdb-nochangelog unless ``--providers`` says otherwise, and checks each run's final
+state against its input's counts.
 """
 
 from __future__ import annotations
@@ -32,11 +41,10 @@ import sys
 from dataclasses import asdict, replace
 from typing import Any
 
-from .._argtypes import parse_option, positive_float, positive_int
+from .._argtypes import non_negative_int, parse_option, positive_float, positive_int
 from .._config import jar_path, option_key
-from .._jobs import PROVIDERS
 from . import _runner
-from ._presets import PRESETS, WARMUP_BATCHES, Preset
+from ._presets import BENCH_PROVIDERS, DEFAULT_PROVIDERS, PRESETS, WARMUP_BATCHES, Preset
 from ._report import Summary, format_number, format_report, plot, summarize
 from ._runner import Cluster, RunResult, Setup, classify_failure, memory_mb
 
@@ -58,10 +66,10 @@ __all__ = [
 
 def _providers(text: str) -> list[str]:
     names = [n.strip() for n in text.split(",") if n.strip()]
-    unknown = [n for n in names if n not in PROVIDERS]
+    unknown = [n for n in names if n not in BENCH_PROVIDERS]
     if unknown or not names:
         raise argparse.ArgumentTypeError(
-            f"expected a comma-separated list of {', '.join(PROVIDERS)}, got {text!r}")
+            f"expected a comma-separated list of {', '.join(BENCH_PROVIDERS)}, got {text!r}")
     return list(dict.fromkeys(names))
 
 
@@ -106,6 +114,21 @@ def _cluster_of(args: argparse.Namespace) -> Cluster | None:
     return Cluster(executors, cores, worker_mb, executor_mb)
 
 
+def _check_presets(presets: list[Preset], args: argparse.Namespace) -> None:
+    """Refuse what the selected presets cannot run.
+
+    Raises:
+        ValueError: ``--new-keys`` without the checkpoint-cost preset; a checkpoint-cost preset
+            whose updates per batch exceed its keys (they are distinct existing keys).
+    """
+    if args.new_keys is not None and not any(p.checkpoint_cost for p in presets):
+        raise ValueError("--new-keys applies to the checkpoint-cost preset only")
+    for p in presets:
+        if p.checkpoint_cost and p.rows_per_batch > p.keys:
+            raise ValueError(f"{p.name}: {p.rows_per_batch:,} updates per batch "
+                             f"(--rows-per-batch) exceed its {p.keys:,} keys (--keys)")
+
+
 def add_parser(commands: Any) -> None:
     """Add the ``bench`` subcommand to the subparsers of ``python -m spillstore``."""
     bench = commands.add_parser(
@@ -119,12 +142,16 @@ def add_parser(commands: Any) -> None:
     bench.add_argument("--repetitions", type=positive_int, default=3,
                        help="runs of each provider per preset, interleaved (default: "
                        "%(default)s)")
-    bench.add_argument("--providers", type=_providers, default=list(PROVIDERS),
-                       help="comma-separated providers to compare (default: "
-                       f"{','.join(PROVIDERS)})")
+    bench.add_argument("--providers", type=_providers,
+                       help="comma-separated providers to compare, of "
+                       f"{', '.join(BENCH_PROVIDERS)} (default: {','.join(DEFAULT_PROVIDERS)}; "
+                       "checkpoint-cost: all four)")
     bench.add_argument("--keys", type=positive_int, help="override the presets' key count")
     bench.add_argument("--rows-per-batch", type=positive_int,
-                       help="override the presets' rows per batch")
+                       help="override the presets' rows per batch (checkpoint-cost: the "
+                       "existing keys each measured batch updates)")
+    bench.add_argument("--new-keys", type=non_negative_int,
+                       help="checkpoint-cost: new keys each measured batch adds (default: 0)")
     bench.add_argument("--batches", type=positive_int,
                        help="override the presets' number of measured batches")
     bench.add_argument("--driver-memory", help="override the presets' spark.driver.memory")
@@ -158,11 +185,21 @@ def add_parser(commands: Any) -> None:
 
 def _bench(args: argparse.Namespace) -> int:
     options = dict(args.option)
+    names = list(PRESETS) if "all" in (args.preset or []) else list(
+        dict.fromkeys(args.preset or ["small"]))
+    overrides = {k: getattr(args, k) for k in ("keys", "rows_per_batch", "batches",
+                                               "driver_memory") if getattr(args, k)}
+    presets = [replace(PRESETS[name], **overrides) for name in names]
+    if args.new_keys is not None:
+        presets = [replace(p, new_keys=args.new_keys) if p.checkpoint_cost else p
+                   for p in presets]
+    providers = {p.name: args.providers or list(p.providers) for p in presets}
     try:  # fail now, not after an hour of runs
+        _check_presets(presets, args)
         cluster = _cluster_of(args)
         for name in options:
             option_key(name)
-        if "spillstore" in args.providers:
+        if any("spillstore" in chosen for chosen in providers.values()):
             jar_path()
         if args.plot:
             import matplotlib  # noqa: F401
@@ -176,18 +213,13 @@ def _bench(args: argparse.Namespace) -> int:
         print("error: --plot needs matplotlib: pip install 'spillstore[bench]'",
               file=sys.stderr)
         return 2
-    names = list(PRESETS) if "all" in (args.preset or []) else list(
-        dict.fromkeys(args.preset or ["small"]))
-    overrides = {k: getattr(args, k) for k in ("keys", "rows_per_batch", "batches",
-                                               "driver_memory") if getattr(args, k)}
-    presets = [replace(PRESETS[name], **overrides) for name in names]
     setup = Setup(args.timeout, options, dict(args.conf), args.checkpoint_dir, args.restart,
                   cluster)
     results: list[RunResult] = []
     for preset in presets:
         runs = []
         for repetition in range(1, args.repetitions + 1):
-            for provider in args.providers:
+            for provider in providers[preset.name]:
                 # Through the module, so that tests can stand a fake run in for it.
                 result = _runner.run_once(preset, provider, repetition, setup)
                 restart = ("" if result.restart_s is None
@@ -195,8 +227,10 @@ def _bench(args: argparse.Namespace) -> int:
                 rss = ("" if result.executor_rss_share is None
                        else f", executors' peak RSS {result.executor_rss_share:.0%} of "
                        f"{result.executor_allotment_mb} MB")
-                outcome = (f"{format_number(result.records_per_s)} records/s{restart}{rss}"
-                           if result.ok else f"FAILED {result.failure}")
+                written = ("" if result.bytes_per_batch is None else
+                           f", {format_number(result.bytes_per_batch)} checkpoint bytes/batch")
+                outcome = (f"{format_number(result.records_per_s)} records/s{written}{restart}"
+                           f"{rss}" if result.ok else f"FAILED {result.failure}")
                 print(f"[{preset.name} {repetition}/{args.repetitions}] {provider}: {outcome} "
                       f"({result.seconds:.0f} s)", file=sys.stderr, flush=True)
                 runs.append(result)

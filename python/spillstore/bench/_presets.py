@@ -1,11 +1,39 @@
 """The workloads of ``python -m spillstore bench``: the presets a run takes its keys, batch
-sizes and driver memory from, and the warm-up batches every run executes first."""
+sizes and driver memory from, the warm-up batches every run executes first, and the providers
+the runs compare (spillstore and Spark's, by the names ``--providers`` takes)."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-__all__ = ["PRESETS", "Preset", "RESTART_SNAPSHOT_CONFS", "WARMUP_BATCHES"]
+from .._jobs import PROVIDERS
+
+__all__ = ["BENCH_PROVIDERS", "CHECKPOINT_COST_CONFS", "DEFAULT_PROVIDERS", "PRESETS", "Preset",
+           "RESTART_SNAPSHOT_CONFS", "SPARK_PROVIDER_CONFS", "WARMUP_BATCHES"]
+
+BENCH_PROVIDERS = {**PROVIDERS, "rocksdb-nochangelog": PROVIDERS["rocksdb"]}
+"""The provider class of each name ``--providers`` takes: spillstore's and Spark's two by their
+short names (``rocksdb`` with changelog checkpointing, as every published figure was measured),
+and Spark's RocksDB provider without changelog checkpointing, ``rocksdb-nochangelog``, which
+uploads its files at every commit."""
+
+SPARK_PROVIDER_CONFS = {
+    "rocksdb": {
+        "spark.sql.streaming.stateStore.rocksdb.trackTotalNumberOfRows": "false",
+        "spark.sql.streaming.stateStore.rocksdb.changelogCheckpointing.enabled": "true",
+    },
+    "rocksdb-nochangelog": {
+        "spark.sql.streaming.stateStore.rocksdb.trackTotalNumberOfRows": "false",
+        "spark.sql.streaming.stateStore.rocksdb.changelogCheckpointing.enabled": "false",
+    },
+}
+"""The Spark confs of a provider's runs: RocksDB's fastest settings for these workloads (no row
+count kept up to date, which costs a read before each write), with changelog checkpoints
+(``rocksdb``) or without (``rocksdb-nochangelog``: Spark's default, files uploaded at every
+commit)."""
+
+DEFAULT_PROVIDERS = ("spillstore", "hdfs", "rocksdb")
+"""What a preset's runs compare without ``--providers``, unless the preset names its own."""
 
 WARMUP_BATCHES = 1
 """Batches each run executes before the measured ones (class loading, code generation, JIT);
@@ -16,6 +44,13 @@ RESTART_SNAPSHOT_CONFS = {
     "spark.sql.streaming.stateStore.maintenanceInterval": "2s",
 }
 """Spark confs of a restart preset's runs, every provider alike: see :attr:`Preset.restart`."""
+
+CHECKPOINT_COST_CONFS = {
+    "spark.sql.streaming.stateStore.maintenanceInterval": "2s",
+}
+"""Spark confs of a checkpoint-cost preset's runs, every provider alike (see
+:attr:`Preset.checkpoint_cost`): maintenance (snapshots, cleanup) every 2 seconds instead of
+Spark's 60, so that a run of seconds sees it; ``minDeltasForSnapshot`` stays Spark's default."""
 
 
 @dataclass(frozen=True)
@@ -46,9 +81,28 @@ class Preset:
     (:data:`RESTART_SNAPSHOT_CONFS`; Spark's defaults are 10 versions and 60 seconds), so that
     within a run of a few batches the restart loads a snapshot and the journals after it, as a
     long-running query's does."""
+    checkpoint_cost: bool = False
+    """Whether the preset measures what the checkpoint costs per batch instead of feeding the
+    rate source (:mod:`spillstore.bench._cost`): the ``keys`` are loaded in the one warm-up
+    batch, then each measured batch updates ``rows_per_batch`` distinct random existing keys
+    and adds ``new_keys`` new ones, from a seeded generator (every provider gets the same
+    input), one batch at a time; after each, the files under the checkpoint's ``state/`` are
+    listed. Maintenance runs every 2 seconds (:data:`CHECKPOINT_COST_CONFS`)."""
+    new_keys: int = 0
+    """With :attr:`checkpoint_cost`: new keys added by each measured batch."""
+    providers: tuple[str, ...] = DEFAULT_PROVIDERS
+    """What the preset's runs compare without ``--providers``."""
 
     def describe(self) -> str:
         """One line naming every parameter of the workload."""
+        if self.checkpoint_cost:
+            new = f" and adding {self.new_keys:,} new keys" if self.new_keys else ""
+            return (f"{self.name}: {self.keys:,} keys loaded in {WARMUP_BATCHES} batch, then "
+                    f"{self.batches} batches each updating {self.rows_per_batch:,} random "
+                    f"existing keys{new}, one at a time, the files under the checkpoint's "
+                    f"state/ listed after each; maintenance every "
+                    f"{CHECKPOINT_COST_CONFS['spark.sql.streaming.stateStore.maintenanceInterval']}"
+                    f", driver memory {self.driver_memory}")
         kind = "skewed" if self.skewed else "uniform"
         keys = (f"{self.keys:,} hot keys taking {1 - self.one_hit_share:.0%} of the rows, the "
                 f"rest on keys seen once" if self.one_hit_share else f"{self.keys:,} {kind} keys")
@@ -73,6 +127,9 @@ PRESETS = {
                restart=True),
         Preset("restart-spill", keys=2_000_000, rows_per_batch=500_000, batches=4,
                driver_memory="2g", memory_budget="32m", restart=True),
+        Preset("checkpoint-cost", keys=1_000_000, rows_per_batch=100_000, batches=30,
+               driver_memory="1g", checkpoint_cost=True,
+               providers=("spillstore", "hdfs", "rocksdb", "rocksdb-nochangelog")),
     )
 }
 """``small``: state that fits the heap; ``skewed``: hot keys and a long cold tail; ``large``:
@@ -82,4 +139,7 @@ over the run (a cache must keep the hot set: the oracle that knows it hits on ev
 after the warm-up batch, since a new key's lookup is answered without RocksDB); ``restart``
 and ``restart-spill``: the seconds a query takes to come back on its state in a fresh JVM,
 with a state that fits the heap and with one about five times spillstore's budget (the other
-providers keep all of it on their heap or in their RocksDB)."""
+providers keep all of it on their heap or in their RocksDB); ``checkpoint-cost``: the bytes and
+files each batch adds to the checkpoint's ``state/`` (and deletes from it) when a state of 1M
+keys takes 100k updates a batch, with RocksDB's provider with and without changelog
+checkpointing."""

@@ -40,6 +40,19 @@ class Summary:
     """``executor_rss_mb`` over ``executor_allotment_mb``."""
     state_rows: tuple[int, ...] = ()
     """The distinct final state row counts, ascending (one value when the runs agree)."""
+    batch_ms: float | None = None
+    bytes_per_batch: float | None = None
+    """Checkpoint-cost presets, as the next fields: medians over the completed runs of each
+    run's mean per measured batch (:class:`spillstore.bench.RunResult`)."""
+    files_per_batch: float | None = None
+    files_deleted_per_batch: float | None = None
+    max_live_bytes: int | None = None
+    """The highest over the runs."""
+    maintenance_cpu_s_per_batch: float | None = None
+    process_cpu_s_per_batch: float | None = None
+    load_bytes: float | None = None
+    """The median of the bytes the load batch's window created."""
+    load_files: float | None = None
     failures: tuple[str, ...] = ()
     """``rep N: <failure>`` for each failed run."""
 
@@ -81,6 +94,16 @@ def summarize(results: Sequence[RunResult]) -> list[Summary]:
             executor_allotment_mb=executor_peak.executor_allotment_mb,
             executor_rss_share=executor_peak.executor_rss_share,
             state_rows=tuple(sorted({r.state_rows for r in ok if r.state_rows is not None})),
+            batch_ms=_median([r.batch_ms for r in ok]),
+            bytes_per_batch=_median([r.bytes_per_batch for r in ok]),
+            files_per_batch=_median([r.files_per_batch for r in ok]),
+            files_deleted_per_batch=_median([r.files_deleted_per_batch for r in ok]),
+            max_live_bytes=max((r.max_live_bytes for r in ok if r.max_live_bytes is not None),
+                               default=None),
+            maintenance_cpu_s_per_batch=_median([r.maintenance_cpu_s_per_batch for r in ok]),
+            process_cpu_s_per_batch=_median([r.process_cpu_s_per_batch for r in ok]),
+            load_bytes=_median([(r.checkpoint_load or {}).get("bytes_created") for r in ok]),
+            load_files=_median([(r.checkpoint_load or {}).get("files_created") for r in ok]),
             failures=tuple(f"rep {r.repetition}: {r.failure}" for r in runs if not r.ok),
         ))
     return summaries
@@ -161,7 +184,44 @@ def format_report(preset: Preset, summaries: Sequence[Summary],
             c.rjust(w) for c, w in zip(row[1:], widths[1:], strict=True)]
         lines.append("  ".join(cells))
     lines += [f"  FAILED {s.provider} {f}" for s in summaries for f in s.failures]
+    if any(s.bytes_per_batch is not None for s in summaries):
+        lines += ["", *_checkpoint_table(summaries, restarted)]
     return "\n".join(lines)
+
+
+_MB = 2 ** 20
+
+
+def _mb(value: float | None) -> str:
+    return "-" if value is None else f"{value / _MB:,.2f}"
+
+
+def _checkpoint_table(summaries: Sequence[Summary], restarted: bool) -> list[str]:
+    """A checkpoint-cost preset's second table: per provider, what the load left under the
+    checkpoint's ``state/``, then per measured batch the MB and files created there, the files
+    deleted, the most MB live, and the CPU seconds of maintenance and of the whole process
+    (medians over the runs of their means; the live MB the highest)."""
+    header = ["provider", "load MB (files)", "MB/batch", "files/batch", "deleted/batch",
+              "max live MB", "maint. CPU s/batch", "process CPU s/batch", "batch ms",
+              *(["restart s"] if restarted else [])]
+    rows = [header]
+    for s in summaries:
+        load = ("-" if s.load_bytes is None
+                else f"{_mb(s.load_bytes)} ({format_number(s.load_files)})")
+        rows.append([s.provider, load, _mb(s.bytes_per_batch),
+                     format_number(s.files_per_batch, 1),
+                     format_number(s.files_deleted_per_batch, 1), _mb(s.max_live_bytes),
+                     format_number(s.maintenance_cpu_s_per_batch, 3),
+                     format_number(s.process_cpu_s_per_batch, 2), format_number(s.batch_ms),
+                     *([format_number(s.restart_s, 1)] if restarted else [])])
+    widths = [max(len(row[i]) for row in rows) for i in range(len(header))]
+    lines = ["checkpoint per measured batch: the files under <checkpoint>/state/ listed after "
+             "each batch (the last one's a maintenance interval later); CPU of Spark's "
+             "maintenance threads and of the whole process"]
+    for row in rows:
+        lines.append("  ".join([row[0].ljust(widths[0])] + [
+            c.rjust(w) for c, w in zip(row[1:], widths[1:], strict=True)]))
+    return lines
 
 
 def plot(summaries: Sequence[Summary], path: str, cluster: Cluster | None = None) -> None:

@@ -16,6 +16,7 @@ import tempfile
 import time
 import uuid
 from dataclasses import asdict, dataclass, field, replace
+from typing import Any
 
 from ._presets import Preset
 
@@ -74,6 +75,28 @@ class RunResult:
     restart_s: float | None = None
     """With ``--restart``: from ``start()`` of the query restarted in a fresh JVM to the end
     of its first batch."""
+    bytes_per_batch: float | None = None
+    """Checkpoint-cost presets (:mod:`spillstore.bench._cost`), as the next fields: the mean
+    over the measured batches of the bytes of the files that appeared under the checkpoint's
+    ``state/``."""
+    files_per_batch: float | None = None
+    """The mean of the files that appeared under ``state/`` per measured batch."""
+    files_deleted_per_batch: float | None = None
+    """The mean of the files that went from ``state/`` per measured batch."""
+    max_live_bytes: int | None = None
+    """The most bytes under ``state/`` after any measured batch."""
+    maintenance_cpu_s_per_batch: float | None = None
+    """The mean CPU seconds per measured batch of Spark's state store maintenance threads
+    (JVM threads: not RocksDB's native ones)."""
+    process_cpu_s_per_batch: float | None = None
+    """The mean CPU seconds per measured batch of the whole worker process (the batch's tasks,
+    the driver, GC, JIT, every native thread, maintenance and the listing)."""
+    checkpoint_load: dict[str, Any] | None = None
+    """The load batch's window (``spillstore.bench._cost.Window``'s fields): from the query's
+    start to a maintenance interval and a bit after the batch."""
+    checkpoint_batches: list[dict[str, Any]] | None = None
+    """Each measured batch's window, in order; the last one's ends a maintenance interval and
+    a bit after it."""
     checkpoint: str | None = None
     """The run's checkpoint, under ``--checkpoint-dir`` (kept); ``None`` for a local temp
     directory (removed)."""

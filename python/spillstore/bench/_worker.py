@@ -6,11 +6,12 @@ directory, checkpoint, timeout, whether this process is the restart).
 It starts a local Spark (``local[2]``, or with a cluster in SPEC Spark's standalone cluster
 within the process, ``local-cluster[N,CORES,MEM]``) with the preset's driver memory, the
 confs and the provider, runs the streaming count + sum per key for the warm-up and measured
-batches (printing the demo's line per batch), and prints, as its last line, the measurements
-as JSON
+batches (printing the demo's line per batch; for a checkpoint-cost preset the workload and the
+line of :mod:`spillstore.bench._cost`), and prints, as its last line, the measurements as JSON
 (:class:`spillstore.bench.RunResult`'s fields). The restart process instead starts the same
 query on the same checkpoint, waits for its first batch and prints ``restart_s``. A failure
-exits non-zero with the reason on stderr.
+exits non-zero with the reason on stderr; so does a checkpoint-cost run whose final state
+differs from its input's counts.
 """
 
 from __future__ import annotations
@@ -27,19 +28,18 @@ from pathlib import Path
 from typing import Any
 
 from .._config import PROVIDER_CLASS_CONF, configure
-from .._jobs import PROVIDERS, local_builder, skewed_key
+from .._jobs import local_builder, skewed_key
 from .._progress import follow
-from ._presets import RESTART_SNAPSHOT_CONFS, WARMUP_BATCHES, Preset
+from . import _cost
+from ._presets import (
+    BENCH_PROVIDERS,
+    CHECKPOINT_COST_CONFS,
+    RESTART_SNAPSHOT_CONFS,
+    SPARK_PROVIDER_CONFS,
+    WARMUP_BATCHES,
+    Preset,
+)
 from ._runner import Cluster
-
-_SPARK_PROVIDER_CONFS = {
-    "rocksdb": {
-        "spark.sql.streaming.stateStore.rocksdb.trackTotalNumberOfRows": "false",
-        "spark.sql.streaming.stateStore.rocksdb.changelogCheckpointing.enabled": "true",
-    },
-}
-"""RocksDB's fastest settings for this workload: no row count kept up to date (a read before
-each write), changelog checkpoints instead of uploading files at every commit."""
 
 
 def _peak_rss_mb(pid: int) -> float | None:
@@ -137,23 +137,44 @@ def _stop(spark: Any, query: Any) -> None:
     spark.sparkContext.setLogLevel("ERROR")
 
 
-def _measure(spark: Any, preset: Preset, checkpoint: str, timeout_s: float,
+def _jvm_figures(spark: Any) -> dict[str, Any]:
+    """The driver JVM's collection time over its life, its share of the JVM's uptime, and its
+    peak RSS."""
+    jvm = spark._jvm
+    management = jvm.java.lang.management.ManagementFactory
+    gc_ms = sum(max(0, bean.getCollectionTime())
+                for bean in management.getGarbageCollectorMXBeans())
+    uptime_ms = management.getRuntimeMXBean().getUptime()
+    return {"gc_s": round(gc_ms / 1000, 2),
+            "gc_share": round(gc_ms / uptime_ms, 4) if uptime_ms > 0 else None,
+            "peak_rss_mb": _peak_rss_mb(jvm.java.lang.ProcessHandle.current().pid())}
+
+
+def _measure(spark: Any, preset: Preset, checkpoint: str, workdir: Path, timeout_s: float,
              executors: int) -> dict[str, Any] | None:
     """Run the query for the warm-up and measured batches; ``None`` if it failed. With
-    ``executors`` (on local-cluster), their peak RSS too."""
-    query = _start(spark, preset, checkpoint)
-    try:
-        progresses = follow(query, WARMUP_BATCHES + preset.batches, timeout_s)
-        if progresses is None:
-            return None
-        jvm = spark._jvm
-        management = jvm.java.lang.management.ManagementFactory
-        gc_ms = sum(max(0, bean.getCollectionTime())
-                    for bean in management.getGarbageCollectorMXBeans())
-        uptime_ms = management.getRuntimeMXBean().getUptime()
-        peak_rss_mb = _peak_rss_mb(jvm.java.lang.ProcessHandle.current().pid())
-    finally:
-        _stop(spark, query)
+    ``executors`` (on local-cluster), their peak RSS too. A checkpoint-cost preset runs
+    :func:`spillstore.bench._cost.measure` and checks the final state against its input.
+
+    Raises:
+        RuntimeError: a checkpoint-cost run's final state differs from its input's counts.
+    """
+    figures: dict[str, Any] = {}
+    if preset.checkpoint_cost:
+        progresses, figures = _cost.measure(spark, preset, checkpoint, workdir,
+                                            lambda line: print(line, flush=True),
+                                            cpu=not executors)
+        jvm_figures = _jvm_figures(spark)
+    else:
+        query = _start(spark, preset, checkpoint)
+        try:
+            found = follow(query, WARMUP_BATCHES + preset.batches, timeout_s)
+            if found is None:
+                return None
+            progresses = found
+            jvm_figures = _jvm_figures(spark)
+        finally:
+            _stop(spark, query)
     cluster = {}
     if executors:
         each = _read_executor_rss(spark, executors)
@@ -161,6 +182,11 @@ def _measure(spark: Any, preset: Preset, checkpoint: str, timeout_s: float,
     measured: Sequence[dict[str, Any]] = progresses[WARMUP_BATCHES:]
     rows = sum(p["numInputRows"] for p in measured)
     busy_ms = sum(p["durationMs"]["triggerExecution"] for p in measured)
+    if preset.checkpoint_cost:
+        mismatched = _cost.mismatched_keys(spark, checkpoint, workdir / "input")
+        if mismatched:
+            raise RuntimeError(f"inexact state: {mismatched:,} keys' count or sum differ "
+                               "from the input's")
     return {
         "records_per_s": round(rows / (busy_ms / 1000), 1),
         "commit_ms": statistics.median(p["stateOperators"][0]["commitTimeMs"] for p in measured),
@@ -170,23 +196,26 @@ def _measure(spark: Any, preset: Preset, checkpoint: str, timeout_s: float,
         "each_batch_ms": [[p["durationMs"]["triggerExecution"],
                            p["stateOperators"][0]["allUpdatesTimeMs"],
                            p["stateOperators"][0]["commitTimeMs"]] for p in measured],
-        "gc_s": round(gc_ms / 1000, 2),
-        "gc_share": round(gc_ms / uptime_ms, 4) if uptime_ms > 0 else None,
+        **jvm_figures,
         "hit_ratio": _hit_ratio(measured),
-        "peak_rss_mb": peak_rss_mb,
         "state_rows": _state_rows(spark, checkpoint),
         "state_stores": measured[-1]["stateOperators"][0].get("numStateStoreInstances"),
+        **figures,
         **cluster,
     }
 
 
-def _restart(spark: Any, preset: Preset, checkpoint: str, timeout_s: float
+def _restart(spark: Any, preset: Preset, checkpoint: str, workdir: Path, timeout_s: float
              ) -> dict[str, Any] | None:
     """Restart the query on its checkpoint and time it to the end of its first batch (the
     trigger's start plus its ``triggerExecution``: exact, where polling is not); ``None`` if
-    it failed."""
+    it failed. A checkpoint-cost preset's gets one more batch of updates as its input."""
+    inputs = workdir / "input"
+    if preset.checkpoint_cost:
+        _cost.write_batch(inputs, preset, WARMUP_BATCHES + preset.batches)
     started = time.time()
-    query = _start(spark, preset, checkpoint)
+    query = (_cost.start(spark, checkpoint, inputs) if preset.checkpoint_cost
+             else _start(spark, preset, checkpoint))
     try:
         progresses = follow(query, 1, timeout_s)
     finally:
@@ -240,7 +269,7 @@ def _state_rows(spark: Any, checkpoint: str) -> int | None:
 def main(argv: Sequence[str]) -> int:
     """Run the benchmark run described by ``argv[0]`` (JSON); returns the exit code."""
     spec = json.loads(argv[0])
-    preset = Preset(**spec["preset"])
+    preset = Preset(**{**spec["preset"], "providers": tuple(spec["preset"]["providers"])})
     provider: str = spec["provider"]
     workdir = Path(spec["workdir"])
     cluster: dict[str, Any] | None = spec["cluster"]
@@ -255,6 +284,7 @@ def main(argv: Sequence[str]) -> int:
             builder.config(key, value)
     # Before configure(), which adds its jar to a spark.jars set here; --conf last, to win.
     for key, value in {**(RESTART_SNAPSHOT_CONFS if preset.restart else {}),
+                       **(CHECKPOINT_COST_CONFS if preset.checkpoint_cost else {}),
                        **spec["conf"]}.items():
         builder.config(key, value)
     if provider == "spillstore":
@@ -263,16 +293,16 @@ def main(argv: Sequence[str]) -> int:
             options.setdefault("memoryBudget", preset.memory_budget)
         configure(builder, **options)
     else:
-        builder.config(PROVIDER_CLASS_CONF, PROVIDERS[provider])
-        for key, value in _SPARK_PROVIDER_CONFS.get(provider, {}).items():
+        builder.config(PROVIDER_CLASS_CONF, BENCH_PROVIDERS[provider])
+        for key, value in SPARK_PROVIDER_CONFS.get(provider, {}).items():
             builder.config(key, value)
     spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel("ERROR")
     try:
         if spec["restart"]:
-            result = _restart(spark, preset, spec["checkpoint"], spec["timeout_s"])
+            result = _restart(spark, preset, spec["checkpoint"], workdir, spec["timeout_s"])
         else:
-            result = _measure(spark, preset, spec["checkpoint"], spec["timeout_s"],
+            result = _measure(spark, preset, spec["checkpoint"], workdir, spec["timeout_s"],
                               0 if cluster is None else cluster["executors"])
     finally:
         spark.stop()
