@@ -18,8 +18,10 @@ OTHER_LINES := $(filter-out $(DEFAULT_LINE),$(LINES))
 scala_of = $(shell awk '$$1 == "$(1)" {split($$3, v, "."); print v[1] "." v[2]}' $(LINES_FILE))
 jar_of = spillstore-spark$(1)_$(call scala_of,$(1)).jar
 JARS := $(foreach l,$(LINES),target/$(call jar_of,$(l)))
+# What the jars are built from; VERSION too, as each jar's manifest records it (build.sbt), and
+# the package refuses a jar of another version.
 SCALA_SRC := $(shell find jvm/src/main -name '*.scala' 2>/dev/null) build.sbt project/SparkLine.scala \
-  $(LINES_FILE)
+  $(LINES_FILE) python/spillstore/VERSION
 # sbt projects per line (build.sbt): the default line is `spillstore`.
 sbt_of = $(if $(filter $(DEFAULT_LINE),$(1)),spillstore,spark$(subst .,,$(1)))
 # Per-line pyspark (pip) and what else that line's end-to-end tests need.
@@ -37,7 +39,8 @@ E2E_SMALL := tests/test_package.py tests/test_cli.py tests/test_e2e_spillstore.p
 
 all: jar
 
-$(VENV)/.installed: python/requirements-dev.txt python/pyproject.toml
+# VERSION: the editable install records the package's version (importlib.metadata) when it is made.
+$(VENV)/.installed: python/requirements-dev.txt python/pyproject.toml python/spillstore/VERSION
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
 	$(PY) -m pip install -q -r python/requirements-dev.txt
@@ -47,7 +50,8 @@ $(VENV)/.installed: python/requirements-dev.txt python/pyproject.toml
 venv: $(VENV)/.installed
 
 # Another line's venv: its pyspark, the test tools, and this package (editable).
-$(foreach l,$(OTHER_LINES),.venv-$(l)/.installed): .venv-%/.installed: python/requirements-e2e.txt python/pyproject.toml
+$(foreach l,$(OTHER_LINES),.venv-$(l)/.installed): .venv-%/.installed: python/requirements-e2e.txt python/pyproject.toml \
+  python/spillstore/VERSION
 	$(PYTHON) -m venv .venv-$*
 	.venv-$*/bin/python -m pip install -q --upgrade pip
 	.venv-$*/bin/python -m pip install -q "$(call pyspark_of,$*)" -r python/requirements-e2e.txt $(call constraints_of,$*)

@@ -3,13 +3,14 @@
 user's state.
 
 Each golden checkpoint holds the first input batches of one query of ``harness.QUERIES``
-(spillstore's journals and snapshots, Spark's logs) and what the release output for them. It
-is copied and moved to a new input directory (the file source's log names the files it read by
-absolute path: those are rewritten, as a user moving a checkpoint with its input would), then
-resumed with spillstore over the whole input, of which it reads only the files it had not; the
-release's output plus the resumed run's must be, batch by batch, the output of Spark's
-default provider over the whole input. Spark reads checkpoints of its own and older lines only, so a
-golden checkpoint runs on Spark lines at or after the one that wrote it.
+(spillstore's journals and snapshots, and from 0.2.0 the runs its snapshots list; Spark's logs)
+and what the release output for them. It is copied and moved to a new input directory (the
+file source's log names the files it read by absolute path: those are rewritten, as a user
+moving a checkpoint with its input would), then resumed with spillstore over the whole input, of
+which it reads only the files it had not; the release's output plus the resumed run's must be,
+batch by batch, the output of Spark's default provider over the whole input. Spark reads
+checkpoints of its own and older lines only, so a golden checkpoint runs on Spark lines at or
+after the one that wrote it.
 """
 
 from __future__ import annotations
@@ -50,10 +51,12 @@ def test_every_release_has_golden_checkpoints_of_every_query() -> None:
     for release in RELEASES:
         assert _meta(release)["spillstore"] == release
         assert {p.name for p in (GOLDEN / release).iterdir() if p.is_dir()} >= set(harness.QUERIES)
-    # The recovery paths a user's checkpoint takes: a snapshot with journals after it.
+    # The recovery paths a user's checkpoint takes: a snapshot with journals after it, the
+    # snapshot either a whole one (format 2, 0.1.0) or a manifest of sorted runs (format 3).
     state_files = [p.name for p in GOLDEN.rglob("state/*/*/*") if p.is_file()]
     assert any(n.endswith(".snapshot") for n in state_files)
     assert any(n.endswith(".journal") for n in state_files)
+    assert any(n.endswith(".run") for n in state_files), "no golden checkpoint of format 3"
 
 
 @pytest.mark.parametrize("release,query",

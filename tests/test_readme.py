@@ -1,4 +1,5 @@
-"""The README's metric table against the Python package's list of metrics (no Spark session).
+"""The README's metric table against the Python package's list of metrics, and its Maven
+coordinates against the package's version (no Spark session).
 
 The table is generated from the JVM side's metric definitions
 (``jvm/src/test/scala/spillstore/DocTables.scala``, checked by ``ReadmeSuite.scala``).
@@ -10,6 +11,7 @@ import re
 from pathlib import Path
 
 import pytest
+import spillstore
 from spillstore.metrics import METRICS
 
 README = Path(__file__).resolve().parent.parent / "README.md"
@@ -42,6 +44,15 @@ def test_metric_table_lists_exactly_the_packages_metrics() -> None:
     assert set(listed) == set(METRICS), (
         f"in METRICS only: {sorted(set(METRICS) - set(listed))}; "
         f"in the README only: {sorted(set(listed) - set(METRICS))}")
+
+
+def test_maven_coordinates_are_this_version() -> None:
+    # The version is written once (python/spillstore/VERSION); the README's `--packages`
+    # coordinates, which users copy, must follow it.
+    found = re.findall(r"io\.spillstore:spillstore-spark[^:`\s]+:([^`\s]+)",
+                       README.read_text(encoding="utf-8"))
+    assert found, "the README gives no --packages coordinates"
+    assert set(found) == {spillstore.__version__}, found
 
 
 def test_parser_reads_first_cells_and_needs_the_section() -> None:
