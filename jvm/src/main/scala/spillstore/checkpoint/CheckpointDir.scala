@@ -39,7 +39,7 @@ final class CheckpointDir(
   def write(kind: Kind, version: Long, format: Int = StateFile.FormatVersion)(
       body: StateFile.Writer => Unit): CheckpointDir.Written = {
     val early = if (format == StateFile.FormatVersion) takeEarly(kind, version) else None
-    finish(early.getOrElse(open(file(kind, version), kind, version, format)), body)
+    finish(early.getOrElse(create(file(kind, version), kind, version, format)), body)
   }
 
   /**
@@ -48,7 +48,7 @@ final class CheckpointDir(
    */
   def writeRun(version: Long)(body: StateFile.Writer => Unit): (String, CheckpointDir.Written) = {
     val name = s"$version.${java.util.UUID.randomUUID()}.run"
-    name -> finish(open(new Path(path, name), StateFile.Run, version, StateFile.FormatVersion),
+    name -> finish(create(new Path(path, name), StateFile.Run, version, StateFile.FormatVersion),
       body)
   }
 
@@ -65,7 +65,7 @@ final class CheckpointDir(
     }
   }
 
-  private def open(target: Path, kind: Kind, version: Long, format: Int): EarlyFile.Opened = {
+  private def create(target: Path, kind: Kind, version: Long, format: Int): EarlyFile.Opened = {
     if (!dirCreated) { fm.mkdirs(path); dirCreated = true }
     val atomic = creator.create(target)
     orDiscard(atomic)(EarlyFile.Opened(atomic,
@@ -95,7 +95,7 @@ final class CheckpointDir(
   def openEarly(kind: Kind, version: Long): Unit = if (creator.opensEarly) {
     replaceEarly(new EarlyFile(kind, version,
         () => {
-          val opened = open(file(kind, version), kind, version, StateFile.FormatVersion)
+          val opened = create(file(kind, version), kind, version, StateFile.FormatVersion)
           orDiscard(opened.output)(opened.output.sendAhead())
           opened
         }))
@@ -174,9 +174,9 @@ final class CheckpointDir(
     val (reader, in) = open(StateFile.Snapshot, version)
     try {
       if (reader.kind == StateFile.Snapshot) {
-        val length = f.getFileSystem(hadoopConf).getFileStatus(f).getLen
         Manifest(version,
-          IndexedSeq(Manifest.Part(Manifest.FullSnapshot(version), 0, version, length, None)))
+          IndexedSeq(
+            Manifest.Part(Manifest.FullSnapshot(version), 0, version, reader.fileLength, None)))
       } else {
         Manifest.read(version, Iterator.continually(reader.next()).takeWhile(_ != null),
           what =>
@@ -188,7 +188,7 @@ final class CheckpointDir(
 
   /** Writes `m` as its version's snapshot file. */
   def writeManifest(m: Manifest): CheckpointDir.Written =
-    finish(open(file(StateFile.ManifestFile, m.version), StateFile.ManifestFile, m.version,
+    finish(create(file(StateFile.ManifestFile, m.version), StateFile.ManifestFile, m.version,
         StateFile.FormatVersion), Manifest.write(m, _))
 
   /** spillstore's files; throws [[ForeignFiles.ForeignFilesException]] if another provider's
@@ -387,8 +387,10 @@ object CheckpointDir {
       temps: Map[String, Long] = Map.empty, runs: Map[String, Long] = Map.empty,
       lengths: Map[String, Long] = Map.empty) {
     /** Whether every part of `m` is listed with the length `m` recorded. */
-    def hasParts(m: Manifest): Boolean =
-      m.parts.forall(p => lengths.get(p.source.name).contains(p.length))
+    def hasParts(m: Manifest): Boolean = m.parts.forall(hasPart)
+
+    /** Whether a part's file is listed with the length its manifest recorded. */
+    def hasPart(p: Manifest.Part): Boolean = lengths.get(p.source.name).contains(p.length)
     def latestVersion: Long = (journals ++ snapshots).reduceOption(_ max _).getOrElse(0L)
     def latestSnapshotAtOrBelow(v: Long): Long =
       snapshots.filter(_ <= v).reduceOption(_ max _).getOrElse(0L)

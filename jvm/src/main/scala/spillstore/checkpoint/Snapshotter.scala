@@ -82,7 +82,7 @@ final class Snapshotter(dir: CheckpointDir, spillDir: () => File, stats: Executo
       finally sorted.close()
     val run = Manifest.Part(Manifest.RunFile(name, version), 0, version, written.bytes,
       Some(written.trailer))
-    publish(Manifest(version, IndexedSeq(run)), Some(name), Set.empty).foreach(
+    publish(Manifest(version, IndexedSeq(run)), Some(name)).foreach(
       wrote(version, written, _, "the live state"))
   }
 
@@ -112,7 +112,7 @@ final class Snapshotter(dir: CheckpointDir, spillDir: () => File, stats: Executo
         // An older base is used around a corrupt one (see withNewestGoodBase).
         val (manifest, ownRun, written, from) =
           dir.withNewestGoodBase(listing, version)(build(_, version, listing, forced))
-        publish(manifest, ownRun, manifest.names -- ownRun).map { m =>
+        publish(manifest, ownRun).map { m =>
           wrote(version, written, m, from)
           version
         }
@@ -180,16 +180,14 @@ final class Snapshotter(dir: CheckpointDir, spillDir: () => File, stats: Executo
    * part missing or changed in length (another executor's cleanup); then, and on any failure,
    * deletes `ownRun`. Returns what it published, if it did.
    */
-  private def publish(manifest: Manifest, ownRun: Option[String],
-      shared: Set[String]): Option[CheckpointDir.Written] =
+  private def publish(manifest: Manifest, ownRun: Option[String]): Option[CheckpointDir.Written] =
     try {
       val now = dir.list()
-      if (now.snapshots.contains(manifest.version) || !now.hasParts(manifest)) {
-        val gone = manifest.parts.filterNot(p =>
-          now.lengths.get(p.source.name).contains(p.length)).map(_.source.name)
+      val gone = manifest.parts.filterNot(now.hasPart).map(_.source.name)
+      if (now.snapshots.contains(manifest.version) || gone.nonEmpty) {
         logWarning(s"Not publishing the snapshot of version ${manifest.version} in " +
           s"${dir.path}: " + (if (gone.nonEmpty) s"${gone.mkString(", ")} changed or vanished " +
-                              s"while it was written (shared: ${shared.size})"
+                              "while it was written"
                               else "another writer published it"))
         ownRun.foreach(dir.deleteNamed)
         None

@@ -222,7 +222,7 @@ object StateFile {
    * records as they come must be ready to discard them if it throws. `next` pulls records one
    * by one instead, with the same checks.
    */
-  final class Reader(in: InputStream, fileLength: Long, fileName: String, expectedKind: Kind,
+  final class Reader(in: InputStream, val fileLength: Long, fileName: String, expectedKind: Kind,
       expectedVersion: Long, codecFor: String => SpillStoreSparkBridge.Codec,
       expectedTrailer: Option[Trailer] = None) {
     if (fileLength < FooterBytes) corrupt(s"file is truncated ($fileLength bytes)")
