@@ -49,6 +49,10 @@ class RunResult:
     """Each measured batch's ``triggerExecution``, state updates and commit times in ms, in
     batch order (a slow batch among even ones shows here, not in the medians). ``--json``
     only."""
+    forced_snapshots: list[int] | None = None
+    """Each measured batch's snapshots forced on commit (Spark 4.2+'s snapshot-lag
+    ``forceSnapshotUploadOnLag``; ``forceSnapshotCount``), in batch order; ``None`` for a
+    provider that does not report them. ``--json`` only."""
     gc_s: float | None = None
     """Collection time of all the driver JVM's collectors over its life."""
     gc_share: float | None = None

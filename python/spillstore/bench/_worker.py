@@ -196,6 +196,7 @@ def _measure(spark: Any, preset: Preset, checkpoint: str, workdir: Path, timeout
         "each_batch_ms": [[p["durationMs"]["triggerExecution"],
                            p["stateOperators"][0]["allUpdatesTimeMs"],
                            p["stateOperators"][0]["commitTimeMs"]] for p in measured],
+        "forced_snapshots": _forced_snapshots(measured),
         **jvm_figures,
         "hit_ratio": _hit_ratio(measured),
         "state_rows": _state_rows(spark, checkpoint),
@@ -253,6 +254,16 @@ def _hit_ratio(progresses: Sequence[dict[str, Any]]) -> float | None:
             hits += int(custom.get("spillstoreCacheHits", 0))
             misses += int(custom.get("spillstoreCacheMisses", 0))
     return round(hits / (hits + misses), 4) if hits + misses else None
+
+
+def _forced_snapshots(progresses: Sequence[dict[str, Any]]) -> list[int] | None:
+    """Each batch's snapshots forced on commit (``forceSnapshotCount``, as spillstore and
+    Spark's HDFS provider name it), in batch order; ``None`` for a provider that reports none."""
+    metrics = [[operator.get("customMetrics") or {} for operator in p.get("stateOperators") or []]
+               for p in progresses]
+    if not any("forceSnapshotCount" in m for batch in metrics for m in batch):
+        return None
+    return [sum(int(m.get("forceSnapshotCount", 0)) for m in batch) for batch in metrics]
 
 
 def _state_rows(spark: Any, checkpoint: str) -> int | None:
