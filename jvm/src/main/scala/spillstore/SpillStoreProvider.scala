@@ -259,6 +259,7 @@ class SpillStoreProvider extends JarLine.Checked with ProviderAdapter with Loggi
             endBatch(store, SpillStateStore.Aborted, "its commit failed")(live.abortBatch())
             throw SpillStoreSparkBridge.cannotCommit(store.toString, e)
         }
+      snapshotter.committed(newVersion, written)
       val applying = System.nanoTime()
       try live.commitBatch()
       catch {

@@ -4,6 +4,7 @@ import java.io.File
 import java.nio.file.Files
 import java.util.UUID
 
+import scala.collection.mutable
 import scala.util.Random
 
 import org.apache.hadoop.conf.Configuration
@@ -17,7 +18,7 @@ import org.apache.spark.sql.internal.SQLConf
 import org.apache.spark.sql.types._
 import org.apache.spark.unsafe.types.UTF8String
 
-import spillstore.checkpoint.{CheckpointDir, StateFile}
+import spillstore.checkpoint.{CheckpointDir, FaultyFileSystem, StateFile}
 import spillstore.cold.ColdTier
 
 class SpillStoreProviderSuite extends AnyFunSuite {
@@ -121,6 +122,42 @@ class SpillStoreProviderSuite extends AnyFunSuite {
       s.commit()
       assert(new File(dir, "1.snapshot").exists())
       assert(customMetric(s, "forceSnapshotCount") === 1)
+    }
+  }
+
+  test("a forced snapshot after a large load lists the load's journal without reading it: the " +
+    "commit that wrote it recorded its trailer") {
+    TempDirs.withTempDir("forced") { root =>
+      withProvider(FaultyFileSystem.uriOf(root)) { (p, dir) =>
+        var version = 0L
+        def commit(keys: Seq[Long], force: Boolean = false): Unit = {
+          val s = p.getStore(version, forceSnapshotOnCommit = force)
+          keys.foreach(k => s.put(key(k), value(k)))
+          version = s.commit()
+        }
+        commit(0L until 5000L)
+        commit(Seq(1L))
+        commit(Seq(2L))
+        var opened = 0
+        FaultyFileSystem.hooking(FaultyFileSystem.Open) { f =>
+          if (f.getName == "1.journal") opened += 1
+        }(commit(Seq(3L), force = true))
+        val manifest = new CheckpointDir(new Path(dir), new Configuration,
+          SpillStoreSparkBridge.compressionCodec("lz4")).readManifest(4)
+        assert(manifest.names.contains("1.journal"), manifest)
+        assert(opened === 0)
+        // The recorded trailer is the file's: a fresh load takes the snapshot, not the older
+        // base (version 0 and every journal) that a mismatch would send it to.
+        withProvider(FaultyFileSystem.uriOf(root)) { (fresh, _) =>
+          val read = mutable.Set.empty[String]
+          val s = FaultyFileSystem.hooking(FaultyFileSystem.Open)(f => read += f.getName) {
+            fresh.getStore(4)
+          }
+          assert(contents(s) === (0L until 5000L).map(k => k -> k).toMap)
+          assert(read.toSet === manifest.names + "4.snapshot", read)
+          s.abort()
+        }
+      }
     }
   }
 

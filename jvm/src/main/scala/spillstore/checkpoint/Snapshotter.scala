@@ -1,6 +1,7 @@
 package spillstore.checkpoint
 
 import java.io.File
+import java.util.concurrent.ConcurrentHashMap
 import java.util.concurrent.atomic.AtomicLong
 
 import scala.util.control.NonFatal
@@ -31,7 +32,8 @@ import spillstore.metrics.ExecutorStats
  *
  * State: [[lastWritten]] is written by the thread that wrote a snapshot (a maintenance thread,
  * or a task committing with a forced snapshot; the provider lets one at a time snapshot) and
- * read by any thread (task threads, for the store's metrics).
+ * read by any thread (task threads, for the store's metrics). `committedJournals` is added to
+ * by commits (task threads, [[committed]]) and read and trimmed by snapshots: a concurrent map.
  */
 final class Snapshotter(dir: CheckpointDir, spillDir: () => File, stats: ExecutorStats,
     maxKeysInMemory: Int = SortedChanges.DefaultMaxKeysInMemory,
@@ -51,6 +53,19 @@ final class Snapshotter(dir: CheckpointDir, spillDir: () => File, stats: Executo
    * 4.1+ shows as the store's snapshot lag (its providers, too, count only their own uploads).
    */
   def lastWritten: Long = newestWritten.get()
+
+  /**
+   * The length and trailer of each journal its provider's commits wrote, by version, until a
+   * snapshot covers it: adopting one as a part then needs no read. Otherwise the first snapshot
+   * after a load reads the load's journal whole (the state), on the commit's thread when Spark
+   * forces the snapshot. A file replaced since under the same name and length is still caught:
+   * loads check every part against its trailer.
+   */
+  private val committedJournals = new ConcurrentHashMap[java.lang.Long, (Long, StateFile.Trailer)]
+
+  /** Notes what a commit wrote as journal `version`. */
+  def committed(version: Long, journal: CheckpointDir.Written): Unit =
+    committedJournals.put(version, (journal.bytes, journal.trailer))
 
   /**
    * Snapshots the newest version up to `committed` (the newest its provider knows committed:
@@ -113,6 +128,7 @@ final class Snapshotter(dir: CheckpointDir, spillDir: () => File, stats: Executo
         val (manifest, ownRun, written, from) =
           dir.withNewestGoodBase(listing, version)(build(_, version, listing, forced))
         publish(manifest, ownRun).map { m =>
+          committedJournals.keySet.removeIf(_ <= version)
           wrote(version, written, m, from)
           version
         }
@@ -158,12 +174,12 @@ final class Snapshotter(dir: CheckpointDir, spillDir: () => File, stats: Executo
   }
 
   /**
-   * `part` as it is, with its trailer read and verified if the manifest it came from did not
-   * record it (a journal, or a format-2 snapshot): no manifest lists a file whose content it
-   * has not checked.
+   * `part` as it is, with its trailer read and verified if neither the manifest it came from
+   * nor its commit recorded it (a journal, or a format-2 snapshot): no manifest lists a file
+   * whose content it has not checked or written.
    */
   private def adopt(part: Manifest.Part): (Manifest.Part, CheckpointDir.Written) = {
-    val trailer = part.trailer.getOrElse {
+    val trailer = part.trailer.orElse(committedTrailer(part)).getOrElse {
       val f = dir.pathOf(part.source)
       part.source match {
         case Manifest.JournalFile(v) =>
@@ -173,6 +189,12 @@ final class Snapshotter(dir: CheckpointDir, spillDir: () => File, stats: Executo
       }
     }
     part.copy(trailer = Some(trailer)) -> CheckpointDir.Written(0, trailer.records, 0, trailer)
+  }
+
+  private def committedTrailer(part: Manifest.Part): Option[StateFile.Trailer] = part.source match {
+    case Manifest.JournalFile(v) =>
+      Option(committedJournals.get(v)).collect { case (length, t) if length == part.length => t }
+    case _ => None
   }
 
   /**

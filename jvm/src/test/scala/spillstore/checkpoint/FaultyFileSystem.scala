@@ -17,6 +17,7 @@ class FaultyFileSystem extends RawLocalFileSystem {
   override def getScheme: String = "faulty"
 
   override def open(f: Path, bufferSize: Int): FSDataInputStream = {
+    FaultyFileSystem.before(FaultyFileSystem.Open, f)
     val in = super.open(f, bufferSize)
     FaultyFileSystem.fault.filter(_.fileName == f.getName) match {
       case Some(fault) => new FSDataInputStream(new FaultyFileSystem.FailingStream(in, fault))
@@ -70,15 +71,19 @@ object FaultyFileSystem {
     finally failingList = None
   }
 
-  /** An operation a test can hook: a listing of a dir, or a publish (the rename to a name). */
+  /**
+   * An operation a test can hook: a listing of a dir, a publish (the rename to a name), or an
+   * open for reading.
+   */
   sealed trait Op
   case object Listing extends Op
   case object Publish extends Op
+  case object Open extends Op
 
   @volatile private var hook: Option[(Op, Path => Unit)] = None
 
   /**
-   * Runs `body` with `run` called before every `op` (with its dir or target), on the thread
+   * Runs `body` with `run` called before every `op` (with its dir or file), on the thread
    * doing it: to fail it (by throwing) or to do something else first, as another executor
    * might. `run`'s own operations are not hooked.
    */
