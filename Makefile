@@ -34,7 +34,7 @@ E2E_SMALL := tests/test_package.py tests/test_cli.py tests/test_e2e_spillstore.p
   tests/test_change_feed.py tests/test_e2e_maintenance_faults.py
 
 .PHONY: all venv venvs jar jars demo test test-lane-jvm test-lane-e2e test-fast test-jvm test-python test-heavy test-cluster test-remote \
-  test-lines test-conformance $(foreach l,$(OTHER_LINES),test-line-$(l) test-conformance-$(l)) \
+  test-connect test-lines test-conformance $(foreach l,$(OTHER_LINES),test-line-$(l) test-conformance-$(l)) \
   test-s3 test-install dist bench bench-remote bench-api clean servers lint fmt doc-tables
 
 all: jar
@@ -151,6 +151,19 @@ $(foreach l,4.0 4.1 4.2,test-line-$(l)): test-line-%: $(PKG_JAR) .venv-%/.instal
 	.venv-$*/bin/python -m pytest -q -m "not heavy and not browser and not install and not one_line" --basetemp=target/pytest-$* $(E2E_SMALL)
 
 test-lines: test-conformance $(foreach l,$(OTHER_LINES),test-line-$(l))
+
+# tests/test_e2e_connect.py (a Spark Connect server from the line's pyspark with spillstore's jar,
+# and a client set up by `configure`) on every 4.x line, each in its venv; `make test` runs it on
+# 4.3 alone (test-python), and 3.5's pyspark has no Connect server. Every line runs; each one's
+# seconds are printed, and the target fails if any line failed.
+CONNECT_LINES := $(call lines_where,$$1 ~ /^4\./)
+py_of = $(if $(filter $(DEFAULT_LINE),$(1)),$(PY),.venv-$(1)/bin/python)
+test-connect: $(PKG_JAR) $(VENV)/.installed \
+  $(foreach l,$(filter-out $(DEFAULT_LINE),$(CONNECT_LINES)),.venv-$(l)/.installed)
+	@status=0; $(foreach l,$(CONNECT_LINES),start=$$(date +%s); \
+	  $(call py_of,$(l)) -m pytest -q -s --basetemp=target/pytest-connect-$(l) tests/test_e2e_connect.py; \
+	  s=$$?; echo "== test-connect on $(l): $$(( $$(date +%s) - start )) s, exit $$s"; \
+	  [ $$s = 0 ] || status=$$s;) exit $$status
 
 # dist/ installed as users install it, outside the repository: the wheel into a fresh venv,
 # and the Maven artifacts through spark-submit --packages, on 4.3 and 3.5.

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import ast
 import importlib.metadata
+import warnings
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import pyspark
@@ -12,6 +14,7 @@ import pytest
 import spillstore
 from conftest import write_stand_in_jar
 from pyspark import SparkConf
+from pyspark.errors import AnalysisException
 from pyspark.sql import SparkSession
 from spillstore import SPARK_LINES, _config, _lines
 from spillstore.metrics import cache_hit_ratio, state_metrics
@@ -295,6 +298,192 @@ def test_missing_jar(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     with pytest.raises(FileNotFoundError, match="make jar"):
         spillstore.configure(builder)
     assert builder._options == {}
+
+
+# ----------------------------------------------------------------------------------------------
+# Spark Connect clients (tests/test_e2e_connect.py runs them against a real server)
+
+PROVIDER = "spark.sql.streaming.stateStore.providerClass"
+SERVER = "sc://spark.example:15002"
+# What the server must be started with, as the README's Connect section and the errors say.
+SERVER_CONFS = (
+    f"--conf {PROVIDER}=spillstore.SpillStoreProvider",
+    "--conf spark.plugins=spillstore.SpillStorePlugin",
+    f"--conf {LISTENERS}=spillstore.ProviderCheck",
+    f"--conf {UI_LIST}=spillstoreCacheHits,spillstoreCacheMisses,spillstoreEvictions,"
+    "spillstoreHeapBytes",
+)
+
+
+@pytest.fixture
+def no_connect_env(monkeypatch: pytest.MonkeyPatch) -> None:
+    """None of the environment variables that make pyspark's sessions Connect clients."""
+    for name in ("SPARK_REMOTE", "SPARK_CONNECT_MODE_ENABLED", "SPARK_LOCAL_REMOTE", "MASTER"):
+        monkeypatch.delenv(name, raising=False)
+
+
+class FakeServer:
+    """Stands in for a Spark Connect session: its server's Spark version and the line and
+    version that reflect() reads from spillstore's BuildInfo there (None: no such class)."""
+
+    def __init__(self, version: str, built: tuple[str, str] | None) -> None:
+        self.version = version
+        self.built = built
+        self.queries: list[str] = []
+
+    def sql(self, query: str) -> Any:
+        self.queries.append(query)
+        if self.built is None:  # what the server answers (a Connect AnalysisException)
+            raise AnalysisException(
+                message="[DATATYPE_MISMATCH.UNEXPECTED_CLASS_TYPE] Cannot resolve "
+                "\"reflect(spillstore.BuildInfo, SparkLine)\" due to data type mismatch: "
+                "class `spillstore.BuildInfo` not found.")
+        return SimpleNamespace(first=lambda: self.built)
+
+
+@pytest.fixture
+def connect_to(monkeypatch: pytest.MonkeyPatch, no_connect_env: None) -> Any:
+    """``connect_to(server)``: builders' getOrCreate() and create() return ``server`` (a
+    FakeServer) instead of connecting; call it before ``configure``."""
+
+    def use(server: FakeServer) -> None:
+        monkeypatch.setattr(SparkSession.Builder, "getOrCreate", lambda self: server)
+        monkeypatch.setattr(SparkSession.Builder, "create", lambda self: server)
+
+    return use
+
+
+def _matching_server() -> FakeServer:
+    line = _lines.line_of(pyspark.__version__).line
+    return FakeServer(f"{line}.0", (line, spillstore.__version__))
+
+
+@pytest.mark.parametrize("way", ["remote()", "spark.remote", "SPARK_REMOTE",
+                                 "SPARK_CONNECT_MODE_ENABLED"])
+def test_connect_client_gets_no_static_conf(way: str, no_connect_env: None,
+                                            monkeypatch: pytest.MonkeyPatch,
+                                            tmp_path: Path) -> None:
+    """Only the provider class (a session conf) and the options: no jar (the client's path
+    means nothing to the server), plugin, listener or UI metric list, which the server
+    refuses from a client. The client needs no bundled jar either."""
+    monkeypatch.setattr(_config, "_JAR_DIR", tmp_path / "no-jars")
+    builder = SparkSession.Builder()
+    if way == "remote()":
+        builder.remote(SERVER)
+    elif way == "spark.remote":
+        builder.config("spark.remote", SERVER)
+    else:
+        monkeypatch.setenv(way, SERVER if way == "SPARK_REMOTE" else "1")
+    before = dict(builder._options)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        spillstore.configure(builder, memory_budget="64m", heapPressureMonitor=False)
+    assert {k: v for k, v in builder._options.items() if k not in before} == {
+        PROVIDER: spillstore.PROVIDER_CLASS,
+        PREFIX + "memoryBudget": "64m",
+        PREFIX + "heapPressureMonitor": "false",
+    }
+
+
+def test_connect_client_conf(no_connect_env: None, monkeypatch: pytest.MonkeyPatch,
+                             tmp_path: Path) -> None:
+    monkeypatch.setattr(_config, "_JAR_DIR", tmp_path / "no-jars")
+    conf = spillstore.configure(SparkConf(loadDefaults=False).set("spark.remote", SERVER),
+                                codec="zstd")
+    assert dict(conf.getAll()) == {"spark.remote": SERVER, PROVIDER: spillstore.PROVIDER_CLASS,
+                                   PREFIX + "codec": "zstd"}
+
+
+def test_local_connect_server_is_configured_as_a_local_session(jar: str,
+                                                               no_connect_env: None) -> None:
+    # pyspark starts a remote("local...") server in this process, with the builder's confs
+    builder = spillstore.configure(SparkSession.Builder().remote("local[2]"))
+    assert builder._options["spark.jars"] == jar
+    assert builder._options[LISTENERS] == "spillstore.ProviderCheck"
+    assert "getOrCreate" not in vars(builder)
+
+
+def test_connect_client_refuses_an_option_read_at_the_server_start(no_connect_env: None) -> None:
+    builder = SparkSession.Builder().remote(SERVER)
+    with pytest.raises(ValueError) as error:
+        spillstore.configure(builder, metricsReportInterval="5s")
+    assert f"start the server with --conf {PREFIX}metricsReportInterval=5s" in str(error.value)
+    assert builder._options == {"spark.remote": SERVER}
+
+
+def test_session_of_a_configured_builder_is_checked(connect_to: Any) -> None:
+    server = _matching_server()
+    connect_to(server)
+    builder = spillstore.configure(spillstore.configure(SparkSession.Builder().remote(SERVER)))
+    # chained calls return the same builder, which keeps the check
+    assert builder.config("spark.sql.shuffle.partitions", "2").getOrCreate() is server
+    assert builder.create() is server
+    assert server.queries == [
+        "SELECT reflect('spillstore.BuildInfo', 'SparkLine'), "
+        "reflect('spillstore.BuildInfo', 'Version')"] * 2
+    SparkSession.Builder().remote(SERVER).getOrCreate()  # not configured: not checked
+    assert len(server.queries) == 2
+
+
+def test_server_without_the_jar(connect_to: Any, jar: str) -> None:
+    connect_to(FakeServer("4.2.1", None))
+    builder = spillstore.configure(SparkSession.Builder().remote(SERVER + "/;token=secret"))
+    with pytest.raises(spillstore.ConnectServerError) as error:
+        builder.getOrCreate()
+    message = str(error.value)
+    assert message.startswith(
+        f"the Spark Connect server at {SERVER} (Spark 4.2.1) has no spillstore jar: "
+        "spillstore.BuildInfo is not on its class path. Start the server with ")
+    assert "secret" not in message
+    assert (f"--packages io.spillstore:spillstore-spark4.2_2.13:{spillstore.__version__} "
+            + " ".join(SERVER_CONFS)) in message
+    # the jar this package bundles for the server's line, for a server on this machine
+    assert f"--jars {Path(jar).parent / 'spillstore-spark4.2_2.13.jar'}` in place of" in message
+
+
+def test_server_jar_of_another_line(connect_to: Any) -> None:
+    connect_to(FakeServer("4.2.1", ("4.3", spillstore.__version__)))
+    with pytest.raises(spillstore.ConnectServerError) as error:
+        spillstore.configure(SparkSession.Builder().remote(SERVER)).getOrCreate()
+    assert (f"the Spark Connect server at {SERVER} runs Spark 4.2.1, but its spillstore jar is "
+            "built for Spark 4.3. Start the server with spillstore") in str(error.value)
+    assert "spillstore-spark4.2_2.13:" in str(error.value)
+
+
+def test_server_jar_of_another_version(connect_to: Any) -> None:
+    line = _lines.line_of(pyspark.__version__)
+    connect_to(FakeServer(f"{line.line}.1", (line.line, "0.0.9")))
+    with pytest.raises(spillstore.ConnectServerError) as error:
+        spillstore.configure(SparkSession.Builder().remote(SERVER)).create()
+    assert (f"has the jar of spillstore 0.0.9, but this spillstore package is "
+            f"{spillstore.__version__}: install spillstore==0.0.9 here, or restart the server "
+            "with this version's jar") in str(error.value)
+
+
+def test_server_of_an_unsupported_spark(connect_to: Any) -> None:
+    connect_to(FakeServer("3.4.1", None))
+    with pytest.raises(spillstore.ConnectServerError) as error:
+        spillstore.configure(SparkSession.Builder().remote(SERVER)).getOrCreate()
+    assert str(error.value) == (
+        f"the Spark Connect server at {SERVER} runs Spark 3.4.1, but spillstore "
+        f"{spillstore.__version__} has jars for Spark 3.5, 4.0, 4.1, 4.2 and 4.3 only: use a "
+        "server of one of those lines.")
+
+
+def test_check_connect_server_of_a_session() -> None:
+    spillstore.check_connect_server(_matching_server())
+    with pytest.raises(spillstore.ConnectServerError,
+                       match="^the session's Spark Connect server .* has no spillstore jar"):
+        spillstore.check_connect_server(FakeServer("4.3.0", None))
+
+
+def test_other_analysis_errors_are_the_servers_own() -> None:
+    class Refusing(FakeServer):
+        def sql(self, query: str) -> Any:
+            raise AnalysisException(message="[UNRESOLVED_ROUTINE] Cannot resolve `reflect`")
+
+    with pytest.raises(AnalysisException, match="UNRESOLVED_ROUTINE"):
+        spillstore.check_connect_server(Refusing("4.3.0", None))
 
 
 # ----------------------------------------------------------------------------------------------

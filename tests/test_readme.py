@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 import spillstore
+from spillstore import _config
 from spillstore.metrics import METRICS
 
 README = Path(__file__).resolve().parent.parent / "README.md"
@@ -53,6 +54,14 @@ def test_maven_coordinates_are_this_version() -> None:
                        README.read_text(encoding="utf-8"))
     assert found, "the README gives no --packages coordinates"
     assert set(found) == {spillstore.__version__}, found
+
+
+def test_connect_server_command_has_every_conf_a_client_cannot_set() -> None:
+    text = README.read_text(encoding="utf-8")
+    start = text.index("### On a Spark Connect server")
+    section = text[start:text.index("\n#", start + 1)]
+    for key, value in _config._server_confs().items():
+        assert f"--conf {key}={value}" in section, f"{key} is not in the server's command"
 
 
 def test_parser_reads_first_cells_and_needs_the_section() -> None:

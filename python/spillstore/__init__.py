@@ -15,6 +15,10 @@ are keyword arguments of :func:`configure`; :func:`operator_metrics` reads spill
 metrics of each stateful operator back from a query's progress (:func:`state_metrics` sums
 them over operators), and :class:`ProgressLogger` logs them per batch. :func:`migrate` moves a
 stopped query's state onto spillstore (or back to Spark's default provider).
+
+On a Spark Connect client (``SparkSession.builder.remote("sc://...")``), :func:`configure` sets
+only session confs, and the session checks that its server was started with spillstore's jar
+(:func:`check_connect_server`).
 """
 
 from ._config import (
@@ -26,8 +30,10 @@ from ._config import (
     REQUIRED_SPARK_VERSION,
     UI_CUSTOM_METRICS,
     UI_CUSTOM_METRICS_CONF,
+    ConnectServerError,
     JarMismatchError,
     UnsupportedSparkVersionError,
+    check_connect_server,
     configure,
     jar_path,
     option_key,
@@ -47,6 +53,7 @@ from .migrate import MigrationRefused, MigrationResult, migrate
 
 __all__ = [
     "CONF_PREFIX",
+    "ConnectServerError",
     "JarMismatchError",
     "METRICS",
     "MigrationRefused",
@@ -65,6 +72,7 @@ __all__ = [
     "UnsupportedSparkVersionError",
     "__version__",
     "cache_hit_ratio",
+    "check_connect_server",
     "configure",
     "jar_path",
     "migrate",

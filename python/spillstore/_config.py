@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+import functools
 import os
 import re
 import warnings
 import zipfile
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -15,6 +16,7 @@ from ._version import __version__
 
 __all__ = [
     "CONF_PREFIX",
+    "ConnectServerError",
     "JarMismatchError",
     "PLUGIN_CLASS",
     "PLUGINS_CONF",
@@ -24,6 +26,7 @@ __all__ = [
     "UI_CUSTOM_METRICS",
     "UI_CUSTOM_METRICS_CONF",
     "UnsupportedSparkVersionError",
+    "check_connect_server",
     "configure",
     "jar_path",
     "option_key",
@@ -60,6 +63,10 @@ CONF_PREFIX = "spark.sql.streaming.stateStore.spillstore."
 """Prefix of every spillstore option. Spark forwards to a provider only the SQL confs under
 ``spark.sql.streaming.stateStore.``, hence the nesting."""
 
+# The options read from the Spark conf when the application starts (by the plugin), out of a
+# Spark Connect client's reach: its confs are the server session's.
+_STARTUP_OPTIONS = (CONF_PREFIX + "metricsReportInterval",)
+
 REQUIRED_SPARK_VERSION = SUPPORTED_PYSPARK
 """The pyspark versions spillstore supports (``>=3.5.0,<4.4``): Spark lines 3.5, 4.0, 4.1, 4.2
 and 4.3, each served by its own bundled jar (see ``SPARK_LINES``)."""
@@ -81,6 +88,10 @@ UI_CUSTOM_METRICS = (
 sums each metric over the stores, so the hit ratio (a per-store percentage) is left out."""
 
 _JARS_CONF = "spark.jars"
+_REMOTE_CONF = "spark.remote"
+# Generated into each jar by build.sbt: its Spark line and version, as static methods (a Scala
+# object's forwarders) that Spark SQL's reflect() calls, so a Connect client can ask the server.
+_BUILD_INFO_CLASS = "spillstore.BuildInfo"
 # Where `make jars` (and a wheel build) puts the provider jars, one per Spark line.
 _JAR_DIR = Path(__file__).resolve().parent / "jars"
 
@@ -96,6 +107,12 @@ class UnsupportedSparkVersionError(RuntimeError):
 class JarMismatchError(RuntimeError):
     """The provider jar found for the installed pyspark was built for another Spark line or
     another spillstore version (a jar copied or renamed by hand, or left from an older build)."""
+
+
+class ConnectServerError(RuntimeError):
+    """A session's Spark Connect server cannot run this spillstore: it has no spillstore jar, or
+    one built for another Spark line or of another spillstore version, or it runs a Spark
+    version spillstore has no jar for."""
 
 
 def _manifest(jar: Path) -> dict[str, str]:
@@ -231,6 +248,165 @@ def _with_listener(existing: str | None) -> str:
     return _with_names(existing, (_LISTENER_CLASS,), case_sensitive=True)
 
 
+def _server_confs() -> dict[str, str]:
+    """The confs a Spark Connect server must be started with for all of spillstore: those
+    :func:`configure` sets on a local session that a Connect client cannot set, and the provider
+    class, which the UI's metric list needs beside it in the server's Spark conf."""
+    return {
+        PROVIDER_CLASS_CONF: PROVIDER_CLASS,
+        PLUGINS_CONF: PLUGIN_CLASS,
+        _LISTENERS_CONF: _LISTENER_CLASS,
+        UI_CUSTOM_METRICS_CONF: ",".join(UI_CUSTOM_METRICS),
+    }
+
+
+def _server_start_hint(line: SparkLine) -> str:
+    """What to start a Spark Connect server of ``line`` with, for this spillstore."""
+    coordinate = f"io.spillstore:spillstore-spark{line.line}_{line.scala}:{__version__}"
+    confs = " ".join(f"--conf {key}={value}" for key, value in _server_confs().items())
+    bundled = _JAR_DIR / line.jar
+    return (
+        f"Start the server with spillstore {__version__}'s jar for Spark {line.line} and the "
+        "confs a Spark Connect client cannot set: `sbin/start-connect-server.sh --packages "
+        f"{coordinate} {confs}`, or with `--jars {bundled if bundled.is_file() else line.jar}` "
+        'in place of `--packages` (README, "On a Spark Connect server").'
+    )
+
+
+def _remote_only() -> bool:
+    """Whether the installed pyspark is the Spark Connect client alone (``pyspark-client``)."""
+    try:
+        from pyspark.util import is_remote_only
+    except ImportError:  # pyspark 3.5, which has no such package
+        return False
+    return is_remote_only()
+
+
+def _connect_server(options: Mapping[str, Any]) -> str | None:
+    """The Spark Connect server a session made with ``options`` (a builder's or a conf's) is a
+    client of, named for messages; None when the session's driver runs in this process.
+
+    The rules are pyspark's ``Builder.getOrCreate``'s: a ``spark.remote`` URL (``remote()``, or
+    the ``SPARK_REMOTE`` environment variable) makes a Connect client, but a ``local...`` one,
+    from which pyspark starts a Connect server in this process with the builder's confs, as for
+    a local session; so do ``SPARK_CONNECT_MODE_ENABLED``, which pyspark sets while this process
+    has a Connect session, and the ``pyspark-client`` package.
+    """
+    url = options.get(_REMOTE_CONF, os.environ.get("SPARK_REMOTE"))
+    if url and not str(url).startswith("local"):
+        # Without the parameters after "/;", which may hold a token.
+        return f"the Spark Connect server at {str(url).split('/;')[0]}"
+    if "SPARK_CONNECT_MODE_ENABLED" in os.environ or _remote_only():
+        return "the session's Spark Connect server"
+    return None
+
+
+def check_connect_server(spark: Any) -> None:
+    """Check that the Spark Connect server of ``spark`` can run this spillstore: it has the
+    spillstore jar of its own Spark line, of this package's version.
+
+    A builder that :func:`configure` set up for a Connect server runs this check when its
+    ``getOrCreate()`` or ``create()`` returns the session; call it for a session made otherwise
+    (from a ``SparkConf`` that ``configure`` filled, say). It asks the server for the line and
+    version the jar records, through Spark SQL's ``reflect``: one query, no job.
+
+    Args:
+        spark: a Spark Connect ``SparkSession`` (on a local one, this checks its own driver).
+
+    Raises:
+        ConnectServerError: the server runs a Spark version spillstore has no jar for, or has
+            no spillstore jar, or one of another line or version; the message says what to
+            start the server with.
+    """
+    _check_server(spark, "the session's Spark Connect server")
+
+
+def _check_server(spark: Any, server: str) -> None:
+    """:func:`check_connect_server`, naming the server ``server`` in its messages."""
+    from pyspark.errors import AnalysisException
+
+    version = str(spark.version)
+    line = line_of(version)
+    if line is None:
+        raise ConnectServerError(
+            f"{server} runs Spark {version}, but spillstore {__version__} has jars for Spark "
+            f"{supported_lines_text()} only: use a server of one of those lines."
+        )
+    fields = ", ".join(f"reflect('{_BUILD_INFO_CLASS}', '{name}')"
+                       for name in ("SparkLine", "Version"))
+    try:
+        built_for, built_version = spark.sql(f"SELECT {fields}").first()
+    except AnalysisException as error:
+        if "UNEXPECTED_CLASS_TYPE" not in str(error):  # not reflect's "class not found"
+            raise
+        raise ConnectServerError(
+            f"{server} (Spark {version}) has no spillstore jar: {_BUILD_INFO_CLASS} is not on "
+            f"its class path. {_server_start_hint(line)}"
+        ) from None
+    if built_for != line.line:
+        raise ConnectServerError(
+            f"{server} runs Spark {version}, but its spillstore jar is built for Spark "
+            f"{built_for}. {_server_start_hint(line)}"
+        )
+    if built_version != __version__:
+        raise ConnectServerError(
+            f"{server} has the jar of spillstore {built_version}, but this spillstore package is "
+            f"{__version__}: install spillstore=={built_version} here, or restart the server with "
+            f"this version's jar. {_server_start_hint(line)}"
+        )
+
+
+def _checked(start: Callable[[Any], Any], builder: Any, server: str) -> Callable[[], Any]:
+    """``start`` (a builder class's ``getOrCreate`` or ``create``) on ``builder``, then the
+    check of the session's server."""
+
+    @functools.wraps(start)
+    def start_and_check() -> Any:
+        session = start(builder)
+        _check_server(session, server)
+        return session
+
+    return start_and_check
+
+
+def _check_when_created(builder: Any, server: str) -> None:
+    """Make ``builder.getOrCreate()`` and ``builder.create()`` check the server of the session
+    they return (:func:`check_connect_server`).
+
+    The check needs the live session, and pyspark calls nothing of ours when it makes one (no
+    public hook); a wrapper object in place of the builder would lose the check at the next
+    ``.config()``, which returns the builder itself. So the two methods are replaced on this
+    builder object alone, by functions calling its class's own: pyspark's classes and other
+    builders stay as they are, chained calls keep the check, and a builder configured twice
+    still checks once.
+    """
+    for name in ("getOrCreate", "create"):
+        start = getattr(type(builder), name, None)
+        if callable(start):
+            setattr(builder, name, _checked(start, builder, server))
+
+
+def _conf_access(target: Any) -> tuple[dict[str, str] | None, Callable[[str, str], Any]]:
+    """The confs already set on ``target`` (a builder or a ``SparkConf``; None when a builder's
+    cannot be read) and its setter."""
+    from pyspark import SparkConf
+
+    if isinstance(target, SparkConf):
+        return dict(target.getAll()), target.set
+    if callable(getattr(target, "config", None)):
+        # The Builder has no public getter. pyspark keeps everything passed to .config()/
+        # .master()/.appName()/.remote() in the dict `_options` until getOrCreate(), so read
+        # what is set there; otherwise setting spark.jars here would silently drop its jars.
+        known = getattr(target, "_options", None)
+        if not isinstance(known, dict):
+            return None, target.config
+        return {str(key): str(value) for key, value in known.items()}, target.config
+    raise TypeError(
+        "configure() expects a pyspark.sql.SparkSession.Builder or a pyspark.SparkConf, "
+        f"not {type(target).__name__}"
+    )
+
+
 def configure(builder_or_conf: T, /, **options: bool | int | float | str) -> T:
     """Make a Spark session use spillstore as its state store provider.
 
@@ -262,6 +438,17 @@ def configure(builder_or_conf: T, /, **options: bool | int | float | str) -> T:
     created by this builder, not on an already running session. Set other jars before
     calling ``configure``, or they would replace the provider jar.
 
+    **Spark Connect.** A client of a Spark Connect server (``remote(url)``, ``spark.remote`` or
+    ``SPARK_REMOTE``; any builder once this process has a Connect session, and every one with
+    the ``pyspark-client`` package) cannot set static confs: the server started with its own,
+    and answers a client's with a warning each. There ``configure`` sets only session confs,
+    the provider class and the options, and the server must have been started with the jar and
+    the other confs (README, "On a Spark Connect server"). The builder's ``getOrCreate()`` and
+    ``create()`` then check the server before returning the session (:func:`check_connect_server`;
+    a ``SparkConf`` cannot carry that check: call it on the session). ``remote("local...")`` is
+    configured as a local session: pyspark starts that server in this process with the
+    builder's confs (and replaces ``spark.plugins`` with its own Connect plugin).
+
     Args:
         builder_or_conf: a ``pyspark.sql.SparkSession.Builder`` or a ``pyspark.SparkConf``.
         **options: spillstore provider options.
@@ -270,51 +457,47 @@ def configure(builder_or_conf: T, /, **options: bool | int | float | str) -> T:
         The same builder or conf, so calls can be chained.
 
     Raises:
-        UnsupportedSparkVersionError: the installed pyspark is not 3.5.x, 4.0.x, ..., 4.3.x.
+        UnsupportedSparkVersionError: the installed pyspark is not 3.5.x, 4.0.x, ..., 4.3.x
+            (not raised for a Connect client: the server's Spark is checked instead).
         FileNotFoundError: the bundled jar is missing (see :func:`jar_path`).
         JarMismatchError: the bundled jar is built for another line or version (see
             :func:`jar_path`).
         TypeError: ``builder_or_conf`` is neither a builder nor a conf, or an option value
             has an unsupported type.
-        ValueError: an option name is not an identifier.
+        ValueError: an option name is not an identifier, or, for a Connect client, an option
+            is one only the server's start reads (``metricsReportInterval``).
     """
     from pyspark import SparkConf
 
-    _spark_line()  # refuses an unsupported pyspark before anything is set
+    known, put = _conf_access(builder_or_conf)
     settings = {option_key(name): _render(name, value) for name, value in options.items()}
+    server = _connect_server(known or {})
+    if server is not None:
+        for key in _STARTUP_OPTIONS:
+            if key in settings:
+                raise ValueError(
+                    f"{key} is read when the Spark application starts, which a Spark Connect "
+                    f"client cannot set: start the server with --conf {key}={settings[key]}"
+                )
+        put(PROVIDER_CLASS_CONF, PROVIDER_CLASS)
+        for key, value in settings.items():
+            put(key, value)
+        if not isinstance(builder_or_conf, SparkConf):
+            _check_when_created(builder_or_conf, server)
+        return builder_or_conf
+
+    _spark_line()  # refuses an unsupported pyspark before anything is set
     jar = jar_path()
-
-    get: Callable[[str], str | None]
-    put: Callable[[str, str], Any]
-    if isinstance(builder_or_conf, SparkConf):
-        get, put = builder_or_conf.get, builder_or_conf.set
-    elif callable(getattr(builder_or_conf, "config", None)):
-        builder: Any = builder_or_conf
-        # The Builder has no public getter. pyspark keeps everything passed to .config()/
-        # .master()/.appName() in the dict `_options` until getOrCreate(), so read the lists
-        # already set there; otherwise setting spark.jars here would silently drop them.
-        known = getattr(builder, "_options", None)
-        if not isinstance(known, dict):
-            known = {}
-            warnings.warn(
-                "cannot read spark.jars from this builder (no `_options`); spark.jars is set to "
-                "the spillstore jar alone (and spark.plugins, the query listeners and the UI's "
-                "custom metric list to spillstore's)",
-                RuntimeWarning,
-                stacklevel=2,
-            )
-        options_set = known
-
-        def get(key: str) -> str | None:
-            value = options_set.get(key)
-            return None if value is None else str(value)
-
-        put = builder.config
-    else:
-        raise TypeError(
-            "configure() expects a pyspark.sql.SparkSession.Builder or a pyspark.SparkConf, "
-            f"not {type(builder_or_conf).__name__}"
+    if known is None:
+        known = {}
+        warnings.warn(
+            "cannot read spark.jars from this builder (no `_options`); spark.jars is set to "
+            "the spillstore jar alone (and spark.plugins, the query listeners and the UI's "
+            "custom metric list to spillstore's)",
+            RuntimeWarning,
+            stacklevel=2,
         )
+    get = known.get
     put(_JARS_CONF, _with_jar(get(_JARS_CONF), jar))
     put(PROVIDER_CLASS_CONF, PROVIDER_CLASS)
     put(UI_CUSTOM_METRICS_CONF, _with_ui_metrics(get(UI_CUSTOM_METRICS_CONF)))
