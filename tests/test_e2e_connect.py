@@ -1,6 +1,6 @@
 """spillstore through Spark Connect, end to end: a Connect server started from the installed
-pyspark with spillstore's jar and static confs, as the README's "On a Spark Connect server"
-says, and a client that ``spillstore.configure`` sets up, in a process of its own
+pyspark with spillstore's jar and static confs, as docs/connect.md says, and a client that
+``spillstore.configure`` sets up, in a process of its own
 (tests/jobs/connect_job.py; a Connect session makes pyspark treat every later session of its
 process as a Connect one). One server for the module, stopped even when a test fails.
 

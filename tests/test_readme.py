@@ -16,6 +16,7 @@ from spillstore import _config
 from spillstore.metrics import METRICS
 
 README = Path(__file__).resolve().parent.parent / "README.md"
+CONNECT_DOC = README.parent / "docs" / "connect.md"
 
 
 def first_table(lines: list[str], heading: str) -> list[str]:
@@ -48,20 +49,18 @@ def test_metric_table_lists_exactly_the_packages_metrics() -> None:
 
 
 def test_maven_coordinates_are_this_version() -> None:
-    # The version is written once (python/spillstore/VERSION); the README's `--packages`
-    # coordinates, which users copy, must follow it.
+    # The version is written once (python/spillstore/VERSION); the `--packages` coordinates of
+    # the README and docs/connect.md, which users copy, must follow it.
     found = re.findall(r"io\.spillstore:spillstore-spark[^:`\s]+:([^`\s]+)",
-                       README.read_text(encoding="utf-8"))
+                       "".join(p.read_text(encoding="utf-8") for p in (README, CONNECT_DOC)))
     assert found, "the README gives no --packages coordinates"
     assert set(found) == {spillstore.__version__}, found
 
 
 def test_connect_server_command_has_every_conf_a_client_cannot_set() -> None:
-    text = README.read_text(encoding="utf-8")
-    start = text.index("### On a Spark Connect server")
-    section = text[start:text.index("\n#", start + 1)]
+    text = CONNECT_DOC.read_text(encoding="utf-8")
     for key, value in _config._server_confs().items():
-        assert f"--conf {key}={value}" in section, f"{key} is not in the server's command"
+        assert f"--conf {key}={value}" in text, f"{key} is not in the server's command"
 
 
 def test_parser_reads_first_cells_and_needs_the_section() -> None:
