@@ -105,6 +105,7 @@ final class Snapshotter(dir: CheckpointDir, spillDir: () => File, stats: Executo
       from: String): Unit = {
     stats.snapshotBytes.inc(run.bytes + manifest.bytes)
     newestWritten.accumulateAndGet(version, (a: Long, b: Long) => math.max(a, b))
+    committedJournals.keySet.removeIf(_ <= version)
     logInfo(s"Wrote snapshot of version $version to ${dir.path}: a run of ${run.records} " +
       s"records, ${run.bytes} bytes, and a manifest of ${manifest.records} parts, " +
       s"${manifest.bytes} bytes ($from)")
@@ -128,7 +129,6 @@ final class Snapshotter(dir: CheckpointDir, spillDir: () => File, stats: Executo
         val (manifest, ownRun, written, from) =
           dir.withNewestGoodBase(listing, version)(build(_, version, listing, forced))
         publish(manifest, ownRun).map { m =>
-          committedJournals.keySet.removeIf(_ <= version)
           wrote(version, written, m, from)
           version
         }
