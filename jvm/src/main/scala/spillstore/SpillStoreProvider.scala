@@ -15,7 +15,7 @@ import org.apache.spark.sql.types.StructType
 
 import spillstore.SpillStateStore.CommitStats
 import spillstore.checkpoint.{
-  ChangeFeed, CheckpointDir, Cleaner, Snapshotter, SortedChanges, StateFile
+  ChangeFeed, CheckpointDir, Cleaner, Manifest, Snapshotter, SortedChanges, StateFile
 }
 import spillstore.cold.{ColdMemory, ColdTier}
 import spillstore.heap.PrefixIndex
@@ -259,7 +259,7 @@ class SpillStoreProvider extends JarLine.Checked with ProviderAdapter with Loggi
             endBatch(store, SpillStateStore.Aborted, "its commit failed")(live.abortBatch())
             throw SpillStoreSparkBridge.cannotCommit(store.toString, e)
         }
-      snapshotter.committed(newVersion, written)
+      snapshotter.committed(Manifest.JournalFile(newVersion), written)
       val applying = System.nanoTime()
       try live.commitBatch()
       catch {

@@ -22,24 +22,51 @@ import spillstore.checkpoint.StateFile.Kind
  * [[AtomicOutput.creator]] for how. Files of another provider ([[ForeignFiles]])
  * are never read, renamed or deleted: listing a directory that holds them is an error naming
  * them.
+ *
+ * With checkpoint format v2 a version's journal and snapshot are named by the commit attempt's
+ * id, `<version>_<id>.journal` and `.snapshot`, and a directory is seen along one [[Lineage]]
+ * ([[along]]): names, listings and reads follow it, and other ids' files are not there for it
+ * (only cleanup, through `Listing.all`, sees them). The default view is [[Lineage.V1]]: every
+ * version by its v1 name, and v2 names ignored, as before v2 existed. Views of one directory
+ * share its file manager, the file opened early and the repair count.
  */
-final class CheckpointDir(
-    val path: Path, hadoopConf: Configuration, val codec: SpillStoreSparkBridge.Codec)
+final class CheckpointDir private (val path: Path, hadoopConf: Configuration,
+    val codec: SpillStoreSparkBridge.Codec, io: CheckpointDir.Io, val lineage: Lineage)
     extends Logging {
-  private val fm = CheckpointFileManager.create(path, ClientConf.forCheckpoint(hadoopConf))
-  private val creator = AtomicOutput.creator(path, hadoopConf, fm)
-  @volatile private var dirCreated = !creator.needsDir
+  def this(path: Path, hadoopConf: Configuration, codec: SpillStoreSparkBridge.Codec) =
+    this(path, hadoopConf, codec, new CheckpointDir.Io(path, hadoopConf), Lineage.V1)
 
-  def file(kind: Kind, version: Long): Path = new Path(path, s"$version.${kind.suffix}")
+  private def fm = io.fm
+  private def creator = io.creator
+
+  /** This directory seen along `l`. */
+  def along(l: Lineage): CheckpointDir = new CheckpointDir(path, hadoopConf, codec, io, l)
+
+  /**
+   * A version's file along this view's lineage. A version the lineage does not know (only in
+   * errors about a file no listing had) is named with `?` for its id.
+   */
+  def file(kind: Kind, version: Long): Path =
+    new Path(path, CheckpointDir.name(kind, version,
+      if (lineage.knows(version)) lineage.idOf(version) else Some("?")))
+
+  /** The header extension a file of `kind` at `version` is written with along this view. */
+  private def idsFor(kind: Kind, version: Long): Option[StateFile.Ids] =
+    lineage.idOf(version).map(id =>
+      StateFile.Ids(id, if (kind == StateFile.Journal) lineage.entriesBelow(version) else Nil))
+
+  private def formatFor(version: Long): Int =
+    if (lineage.idOf(version).isDefined) StateFile.IdsFormatVersion else StateFile.FormatVersion
 
   /**
    * Writes a file atomically and returns its size; nothing is visible if `body` throws.
    * `format` other than the current one is for tests of files this build refuses.
    */
-  def write(kind: Kind, version: Long, format: Int = StateFile.FormatVersion)(
+  def write(kind: Kind, version: Long, format: Int = -1)(
       body: StateFile.Writer => Unit): CheckpointDir.Written = {
-    val early = if (format == StateFile.FormatVersion) takeEarly(kind, version) else None
-    finish(early.getOrElse(create(file(kind, version), kind, version, format)), body)
+    val early = if (format < 0) takeEarly(kind, version) else None
+    finish(early.getOrElse(create(file(kind, version), kind, version,
+      if (format < 0) formatFor(version) else format)), body)
   }
 
   /**
@@ -66,10 +93,11 @@ final class CheckpointDir(
   }
 
   private def create(target: Path, kind: Kind, version: Long, format: Int): EarlyFile.Opened = {
-    if (!dirCreated) { fm.mkdirs(path); dirCreated = true }
+    if (!io.dirCreated) { fm.mkdirs(path); io.dirCreated = true }
     val atomic = creator.create(target)
+    val ids = if (format == StateFile.IdsFormatVersion) idsFor(kind, version) else None
     orDiscard(atomic)(EarlyFile.Opened(atomic,
-        new StateFile.Writer(atomic, kind, version, codec, format)))
+        new StateFile.Writer(atomic, kind, version, codec, format, ids)))
   }
 
   /** `body`'s result; if it throws, `atomic` is discarded first. */
@@ -82,39 +110,42 @@ final class CheckpointDir(
         throw e
     }
 
-  // The file opened early, if any: see [[openEarly]]. Guarded by `earlyLock`: stores open and
-  // commit under their provider's lock, snapshots are written by maintenance threads.
-  private val earlyLock = new Object
-  private var early: EarlyFile = _
-
   /**
    * Where opening a file costs a round trip to remote storage (HDFS), starts opening the file
    * in the background for a `write` of it to come; drops a file opened early before (a file
    * no `write` takes is dropped by the next `openEarly` or by `dropEarly`).
    */
   def openEarly(kind: Kind, version: Long): Unit = if (creator.opensEarly) {
+    val target = file(kind, version)
     replaceEarly(new EarlyFile(kind, version,
         () => {
-          val opened = create(file(kind, version), kind, version, StateFile.FormatVersion)
+          val opened = create(target, kind, version, formatFor(version))
           orDiscard(opened.output)(opened.output.sendAhead())
           opened
-        }))
+        }), target.getName)
   }
 
   /** Drops the file opened early, if any (its batch ended without writing it). */
-  def dropEarly(): Unit = replaceEarly(null)
+  def dropEarly(): Unit = replaceEarly(null, null)
 
-  private def replaceEarly(next: EarlyFile): Unit = {
-    val previous = earlyLock.synchronized { val p = early; early = next; p }
+  private def replaceEarly(next: EarlyFile, name: String): Unit = {
+    val previous = io.synchronized {
+      val p = io.early
+      io.early = next
+      io.earlyName = name
+      p
+    }
     if (previous != null) previous.drop()
   }
 
   private def takeEarly(kind: Kind, version: Long): Option[EarlyFile.Opened] = {
-    val mine = earlyLock.synchronized {
-      if (early != null && early.kind == kind && early.version == version) {
-        val e = early
-        early = null
-        e
+    val name = file(kind, version).getName
+    val mine = io.synchronized {
+      val early = io.early
+      if (early != null && early.kind == kind && early.version == version &&
+        io.earlyName == name) {
+        io.early = null
+        early
       } else null
     }
     if (mine == null) None else mine.take()
@@ -129,17 +160,18 @@ final class CheckpointDir(
 
   /** Opens a file for pull-based reading; the caller closes the stream. */
   def open(kind: Kind, version: Long): (StateFile.Reader, Closeable) =
-    open(file(kind, version), kind, version, None, None)
+    open(file(kind, version), kind, version, None, None, lineage.idOf(version))
 
   /**
    * Opens a manifest's part for pull-based reading; a file whose length or trailer differs from
    * what the manifest recorded is damage. The caller closes the stream.
    */
   def open(part: Manifest.Part): (StateFile.Reader, Closeable) =
-    open(pathOf(part.source), part.source.kind, part.to, Some(part.length), part.trailer)
+    open(pathOf(part.source), part.source.kind, part.to, Some(part.length), part.trailer,
+      part.source.id)
 
   private def open(f: Path, kind: Kind, version: Long, expectedLength: Option[Long],
-      trailer: Option[StateFile.Trailer]): (StateFile.Reader, Closeable) = {
+      trailer: Option[StateFile.Trailer], id: Option[String]): (StateFile.Reader, Closeable) = {
     val length = f.getFileSystem(hadoopConf).getFileStatus(f).getLen
     expectedLength.filter(_ != length).foreach { l =>
       throw new StateFile.CorruptFileException(s"Corrupt spillstore state file $f: $length " +
@@ -148,7 +180,7 @@ final class CheckpointDir(
     val in = fm.open(f)
     try {
       (new StateFile.Reader(in, length, f.toString, kind, version,
-          SpillStoreSparkBridge.compressionCodec, trailer), in)
+          SpillStoreSparkBridge.compressionCodec, trailer, id), in)
     } catch {
       case e: Throwable => in.close(); throw e
     }
@@ -169,9 +201,12 @@ final class CheckpointDir(
    * itself, is read as a manifest whose one part is that file (its trailer unknown until read).
    * Damage throws [[StateFile.CorruptFileException]].
    */
-  def readManifest(version: Long): Manifest = {
-    val f = file(StateFile.Snapshot, version)
-    val (reader, in) = open(StateFile.Snapshot, version)
+  def readManifest(version: Long): Manifest = readManifest(version, lineage.idOf(version))
+
+  /** The manifest of the snapshot of (`version`, `id`), on this view's lineage or not. */
+  def readManifest(version: Long, id: Option[String]): Manifest = {
+    val f = new Path(path, CheckpointDir.name(StateFile.Snapshot, version, id))
+    val (reader, in) = open(f, StateFile.Snapshot, version, None, None, id)
     try {
       if (reader.kind == StateFile.Snapshot) {
         Manifest(version,
@@ -189,7 +224,50 @@ final class CheckpointDir(
   /** Writes `m` as its version's snapshot file. */
   def writeManifest(m: Manifest): CheckpointDir.Written =
     finish(create(file(StateFile.ManifestFile, m.version), StateFile.ManifestFile, m.version,
-        StateFile.FormatVersion), Manifest.write(m, _))
+        formatFor(m.version)), Manifest.write(m, _))
+
+  /**
+   * The lineage of (`version`, `id`), a pair Spark recorded: the lineage its journal's header
+   * records, then the pair itself; walked back through older journals' headers until it
+   * reaches a snapshot on it that `listing` has, or version 1, or a journal that is gone. A
+   * snapshot of the pair with no journal (a cleanup kept it alone) is a lineage of one. Other
+   * ids' files are never read. `deep`: walk back as far as journals go (a load past a
+   * damaged snapshot needs the older bases).
+   */
+  def lineageOf(version: Long, id: String, listing: CheckpointDir.Listing,
+      deep: Boolean = false): Lineage = {
+    val journals = listing.all.filter(_.kind == StateFile.Journal)
+    def hasJournal(v: Long, i: Option[String]) =
+      journals.contains(CheckpointDir.Named(StateFile.Journal, v, i))
+    def hasSnapshot(l: Lineage) = listing.all.exists(n =>
+      n.kind == StateFile.Snapshot && n.version <= version && l.has(n.version, n.id))
+    if (!hasJournal(version, Some(id))) {
+      if (listing.all.contains(CheckpointDir.Named(StateFile.Snapshot, version, Some(id)))) {
+        return Lineage.Empty.plus(version, id)
+      }
+      throw SpillStoreSparkBridge.cannotReadStateFile(
+        new Path(path, CheckpointDir.name(StateFile.Journal, version, Some(id))),
+        new FileNotFoundException(s"version $version with checkpoint id $id has no journal " +
+          "nor snapshot in this store's checkpoint directory"))
+    }
+    var l = Lineage.of(headerIds(version, id).lineage).plus(version, id)
+    while (!l.complete && (deep || !hasSnapshot(l)) && hasJournal(l.start, l.idOf(l.start))) {
+      val first = l.start
+      l = l.below(Lineage.of(headerIds(first, l.idOf(first).get).lineage))
+      if (l.start == first) return l // a header that records nothing older
+    }
+    l
+  }
+
+  /** The ids in the header of the journal (`version`, `id`): one small read. */
+  private def headerIds(version: Long, id: String): StateFile.Ids = {
+    val f = new Path(path, CheckpointDir.name(StateFile.Journal, version, Some(id)))
+    val (reader, in) =
+      try open(f, StateFile.Journal, version, None, None, Some(id))
+      catch { case NonFatal(e) => throw StateFile.unreadable(f, e) }
+    try reader.ids.get
+    finally in.close()
+  }
 
   /** spillstore's files; throws [[ForeignFiles.ForeignFilesException]] if another provider's
    *  are there too. */
@@ -200,13 +278,15 @@ final class CheckpointDir(
         case _: FileNotFoundException => Array.empty[FileStatus]
       }
     val names = statuses.toSeq.map(_.getPath.getName)
-    val byKind = names.flatMap(CheckpointDir.parse)
+    val all = names.flatMap(CheckpointDir.parse).toSet
+    val onLineage = all.filter(n => lineage.has(n.version, n.id))
     val listing = CheckpointDir.Listing(
-      journals = byKind.collect { case (StateFile.Journal, v) => v }.toSet,
-      snapshots = byKind.collect { case (StateFile.Snapshot, v) => v }.toSet,
+      journals = onLineage.collect { case n if n.kind == StateFile.Journal => n.version },
+      snapshots = onLineage.collect { case n if n.kind == StateFile.Snapshot => n.version },
       temps = names.flatMap(n => CheckpointDir.parseTemp(n).map(n -> _)).toMap,
       runs = names.flatMap(n => Manifest.runVersion(n).map(n -> _)).toMap,
-      lengths = statuses.map(s => s.getPath.getName -> s.getLen).toMap)
+      lengths = statuses.map(s => s.getPath.getName -> s.getLen).toMap,
+      all = all)
     val foreign = names.flatMap(n => ForeignFiles.ofName(n).map(new Path(path, n) -> _))
     if (foreign.nonEmpty) {
       // Then the `.snapshot` files are likely the other provider's too: a request each, only
@@ -267,7 +347,7 @@ final class CheckpointDir(
   /** Deletes a temp file or a run `list` found, by name. */
   def deleteNamed(name: String): Unit = fm.delete(new Path(path, name))
 
-  private val repaired = new AtomicLong
+  private def repaired = io.repaired
 
   /**
    * Repairs since the last call: corrupt snapshots rebuilt around (from an older base), and
@@ -369,6 +449,31 @@ final class CheckpointDir(
 }
 
 object CheckpointDir {
+  /**
+   * What every view of one directory shares. `dirCreated` is volatile (any thread may create
+   * the directory first); `early` is guarded by this object's monitor (stores open and commit
+   * under their provider's lock, snapshots are written by maintenance threads).
+   */
+  private[checkpoint] final class Io(path: Path, hadoopConf: Configuration) {
+    val fm: CheckpointFileManager =
+      CheckpointFileManager.create(path, ClientConf.forCheckpoint(hadoopConf))
+    val creator: AtomicOutput.Creator = AtomicOutput.creator(path, hadoopConf, fm)
+    @volatile var dirCreated: Boolean = !creator.needsDir
+    /** The file opened early, if any (see `openEarly`), and its name: two attempts' journals
+     *  of one version differ only by it. */
+    var early: EarlyFile = _
+    var earlyName: String = _
+    val repaired = new AtomicLong
+  }
+
+  /** A journal or snapshot file's name parts (id None: a v1 name). */
+  final case class Named(kind: Kind, version: Long, id: Option[String]) {
+    def name: String = CheckpointDir.name(kind, version, id)
+  }
+
+  def name(kind: Kind, version: Long, id: Option[String]): String =
+    id.fold(s"$version.${kind.suffix}")(i => s"${version}_$i.${kind.suffix}")
+
   /** `file`, part of the base given to `withNewestGoodBase`'s body, could not be read. */
   private[spillstore] final case class BadBase(file: Path, cause: Throwable)
       extends Exception(cause)
@@ -385,7 +490,7 @@ object CheckpointDir {
    */
   final case class Listing(journals: Set[Long], snapshots: Set[Long],
       temps: Map[String, Long] = Map.empty, runs: Map[String, Long] = Map.empty,
-      lengths: Map[String, Long] = Map.empty) {
+      lengths: Map[String, Long] = Map.empty, all: Set[Named] = Set.empty) {
     /** Whether every part of `m` is listed with the length `m` recorded. */
     def hasParts(m: Manifest): Boolean = m.parts.forall(hasPart)
 
@@ -399,19 +504,19 @@ object CheckpointDir {
       (from + 1 to to).find(v => !journals.contains(v))
   }
 
-  private val Name = """(\d+)\.(journal|snapshot)""".r
+  private val Name = """(\d+)(?:_([0-9a-f-]{36}))?\.(journal|snapshot)""".r
   /** What [[AtomicOutput]] writes before it publishes: `.<name>.<uuid>.tmp`. */
   private val TempName =
-    """\.(\d+)\.(?:journal|snapshot|[0-9a-f-]{36}\.run)\.[0-9a-fA-F-]{36}\.tmp""".r
+    """\.(\d+)(?:_[0-9a-f-]{36})?\.(?:journal|snapshot|[0-9a-f-]{36}\.run)\.[0-9a-fA-F-]{36}\.tmp""".r
 
   private def parseTemp(name: String): Option[Long] = name match {
     case TempName(v) => Some(v.toLong)
     case _ => None
   }
 
-  private def parse(name: String): Option[(Kind, Long)] = name match {
-    case Name(v, "journal") => Some((StateFile.Journal, v.toLong))
-    case Name(v, "snapshot") => Some((StateFile.Snapshot, v.toLong))
+  private def parse(name: String): Option[Named] = name match {
+    case Name(v, id, "journal") => Some(Named(StateFile.Journal, v.toLong, Option(id)))
+    case Name(v, id, "snapshot") => Some(Named(StateFile.Snapshot, v.toLong, Option(id)))
     case _ => None
   }
 }

@@ -14,7 +14,8 @@ import scala.collection.mutable.ArrayBuffer
  * Parts are immutable files that several snapshots share, so a snapshot writes only what
  * changed since the one before it ([[Snapshotter]], [[MergePlan]]). A part is one of
  *  - a run, `<to>.<uuid>.run`: written once under a name no other write uses;
- *  - a journal, `<to>.journal`, adopted as it is (from = to - 1);
+ *  - a journal, `<to>.journal` (`<to>_<id>.journal` with checkpoint format v2), adopted as it
+ *    is (from = to - 1);
  *  - a format-2 snapshot, `<to>.snapshot`, adopted as it is (from = 0).
  * Each part's length and trailer (record count and checksum) are recorded, and a reader refuses
  * a file that differs from them as damage: equal names never prove equal content (a journal can
@@ -33,10 +34,13 @@ object Manifest {
     def name: String
     /** The state version in the file's header. */
     def version: Long
+    /** The checkpoint id in the file's name and header (format v2's journals). */
+    def id: Option[String] = None
   }
   final case class RunFile(name: String, version: Long) extends Source(StateFile.Run, 3)
-  final case class JournalFile(version: Long) extends Source(StateFile.Journal, 1) {
-    def name: String = s"$version.journal"
+  final case class JournalFile(version: Long, override val id: Option[String] = None)
+      extends Source(StateFile.Journal, 1) {
+    def name: String = CheckpointDir.name(StateFile.Journal, version, id)
   }
   final case class FullSnapshot(version: Long) extends Source(StateFile.Snapshot, 2) {
     def name: String = s"$version.snapshot"
@@ -52,8 +56,18 @@ object Manifest {
     require(from < to && to == source.version, s"part $this: bad version range")
   }
 
+  private val V2JournalName = """(\d+)_([0-9a-f-]{36})\.journal""".r
+
   private val RunName =
     """(\d+)\.[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\.run""".r
+
+  /** A journal name's checkpoint id if it is `to`'s journal (None inside: a v1 name). */
+  private def journalId(name: String, to: Long): Option[Option[String]] =
+    if (name == s"$to.journal") Some(None)
+    else name match {
+      case V2JournalName(v, id) if v.toLong == to => Some(Some(id))
+      case _ => None
+    }
 
   /** The `to` version of a run's file name, if it is one. */
   def runVersion(name: String): Option[Long] = name match {
@@ -98,7 +112,8 @@ object Manifest {
           val from = in.readLong()
           val to = in.readLong()
           val source = tag match {
-            case 1 if name == s"$to.journal" && from == to - 1 => JournalFile(to)
+            case 1 if from == to - 1 && journalId(name, to).isDefined =>
+              JournalFile(to, journalId(name, to).get)
             case 2 if name == s"$to.snapshot" && from == 0 => FullSnapshot(to)
             case 3 if runVersion(name).contains(to) => RunFile(name, to)
             case _ => corrupt(s"manifest part ${parts.size} ($name, tag $tag) is malformed")

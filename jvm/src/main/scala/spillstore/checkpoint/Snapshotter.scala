@@ -30,23 +30,35 @@ import spillstore.metrics.ExecutorStats
  * Inputs are sorted by key, so a run is one streaming merge; memory and the temporary run files
  * under `spillDir` (the executor's local dir) are bounded as [[SortedChanges]] describes.
  *
+ * With checkpoint format v2 a snapshotter works along one lineage ([[along]]): it snapshots a
+ * version of that lineage, from its files only, under that version's id.
+ *
  * State: [[lastWritten]] is written by the thread that wrote a snapshot (a maintenance thread,
  * or a task committing with a forced snapshot; the provider lets one at a time snapshot) and
  * read by any thread (task threads, for the store's metrics). `committedJournals` is added to
  * by commits (task threads, [[committed]]) and read and trimmed by snapshots: a concurrent map.
+ * Views along lineages share both.
  */
-final class Snapshotter(dir: CheckpointDir, spillDir: () => File, stats: ExecutorStats,
-    maxKeysInMemory: Int = SortedChanges.DefaultMaxKeysInMemory,
-    maxOpenSources: Int = SortedChanges.DefaultMaxOpenSources)
+final class Snapshotter private (dir: CheckpointDir, spillDir: () => File, stats: ExecutorStats,
+    maxKeysInMemory: Int, maxOpenSources: Int, newestWritten: AtomicLong,
+    committedJournals: ConcurrentHashMap[String, Snapshotter.CommittedJournal])
     extends Logging {
+  def this(dir: CheckpointDir, spillDir: () => File, stats: ExecutorStats,
+      maxKeysInMemory: Int = SortedChanges.DefaultMaxKeysInMemory,
+      maxOpenSources: Int = SortedChanges.DefaultMaxOpenSources) =
+    this(dir, spillDir, stats, maxKeysInMemory, maxOpenSources, new AtomicLong(-1L),
+      new ConcurrentHashMap[String, Snapshotter.CommittedJournal])
+
+  /** This snapshotter along `l` (see [[CheckpointDir.along]]). */
+  def along(l: Lineage): Snapshotter =
+    new Snapshotter(dir.along(l), spillDir, stats, maxKeysInMemory, maxOpenSources, newestWritten,
+      committedJournals)
 
   /**
    * Runs go in this JVM's dir under `spillDir`: a JVM killed mid-merge leaves them where the
    * next JVM's sweep reclaims them, as it does cold tiers ([[LocalDirs]]).
    */
   private val runsParent = () => LocalDirs.jvmDirUnder(spillDir())
-
-  private val newestWritten = new AtomicLong(-1L)
 
   /**
    * The newest version this snapshotter wrote a snapshot of, -1 before its first: what Spark
@@ -55,17 +67,16 @@ final class Snapshotter(dir: CheckpointDir, spillDir: () => File, stats: Executo
   def lastWritten: Long = newestWritten.get()
 
   /**
-   * The length and trailer of each journal its provider's commits wrote, by version, until a
-   * snapshot covers it: adopting one as a part then needs no read. Otherwise the first snapshot
-   * after a load reads the load's journal whole (the state), on the commit's thread when Spark
-   * forces the snapshot. A file replaced since under the same name and length is still caught:
-   * loads check every part against its trailer.
+   * Notes what a commit wrote as `journal`. Snapshots keep its length and trailer, by file name
+   * (with v2, two attempts of a version write two journals), until one covers its version:
+   * adopting it as a part then needs no read. Otherwise the first snapshot after a load reads
+   * the load's journal whole (the state), on the commit's thread when Spark forces the
+   * snapshot. A file replaced since under the same name and length is still caught: loads
+   * check every part against its trailer.
    */
-  private val committedJournals = new ConcurrentHashMap[java.lang.Long, (Long, StateFile.Trailer)]
-
-  /** Notes what a commit wrote as journal `version`. */
-  def committed(version: Long, journal: CheckpointDir.Written): Unit =
-    committedJournals.put(version, (journal.bytes, journal.trailer))
+  def committed(journal: Manifest.JournalFile, written: CheckpointDir.Written): Unit =
+    committedJournals.put(journal.name,
+      Snapshotter.CommittedJournal(journal.version, written.bytes, written.trailer))
 
   /**
    * Snapshots the newest version up to `committed` (the newest its provider knows committed:
@@ -105,7 +116,7 @@ final class Snapshotter(dir: CheckpointDir, spillDir: () => File, stats: Executo
       from: String): Unit = {
     stats.snapshotBytes.inc(run.bytes + manifest.bytes)
     newestWritten.accumulateAndGet(version, (a: Long, b: Long) => math.max(a, b))
-    committedJournals.keySet.removeIf(_ <= version)
+    committedJournals.values.removeIf(_.version <= version)
     logInfo(s"Wrote snapshot of version $version to ${dir.path}: a run of ${run.records} " +
       s"records, ${run.bytes} bytes, and a manifest of ${manifest.records} parts, " +
       s"${manifest.bytes} bytes ($from)")
@@ -142,7 +153,7 @@ final class Snapshotter(dir: CheckpointDir, spillDir: () => File, stats: Executo
   private def build(base: Manifest, version: Long, listing: CheckpointDir.Listing,
       forced: Boolean): (Manifest, Option[String], CheckpointDir.Written, String) = {
     val journals = (base.version + 1 to version).map { v =>
-      val j = Manifest.JournalFile(v)
+      val j = Manifest.JournalFile(v, dir.lineage.idOf(v))
       Manifest.Part(j, v - 1, v, listing.lengths.getOrElse(j.name, 0L), None)
     }
     val candidates = base.parts ++ journals
@@ -182,7 +193,7 @@ final class Snapshotter(dir: CheckpointDir, spillDir: () => File, stats: Executo
     val trailer = part.trailer.orElse(committedTrailer(part)).getOrElse {
       val f = dir.pathOf(part.source)
       part.source match {
-        case Manifest.JournalFile(v) =>
+        case Manifest.JournalFile(v, _) =>
           try dir.read(part)((_, _) => ())
           catch { case NonFatal(e) => throw new SortedChanges.UnreadableJournal(f, v, e) }
         case _ => dir.asBase(f)(dir.read(part)((_, _) => ()))
@@ -192,8 +203,10 @@ final class Snapshotter(dir: CheckpointDir, spillDir: () => File, stats: Executo
   }
 
   private def committedTrailer(part: Manifest.Part): Option[StateFile.Trailer] = part.source match {
-    case Manifest.JournalFile(v) =>
-      Option(committedJournals.get(v)).collect { case (length, t) if length == part.length => t }
+    case j: Manifest.JournalFile =>
+      Option(committedJournals.get(j.name)).collect {
+        case c if c.length == part.length => c.trailer
+      }
     case _ => None
   }
 
@@ -223,4 +236,9 @@ final class Snapshotter(dir: CheckpointDir, spillDir: () => File, stats: Executo
   private def deleteOwn(run: String, failure: Throwable): Unit =
     try dir.deleteNamed(run)
     catch { case NonFatal(d) => failure.addSuppressed(d) }
+}
+
+object Snapshotter {
+  /** What a commit wrote as a journal of `version`: its length and trailer. */
+  final case class CommittedJournal(version: Long, length: Long, trailer: StateFile.Trailer)
 }

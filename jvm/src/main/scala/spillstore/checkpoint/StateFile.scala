@@ -21,6 +21,8 @@ import org.apache.spark.sql.execution.streaming.state.SpillStoreSparkBridge
  * {{{
  *   header, plain:       magic "SPLS" | format version (int) | kind (byte) | state version (long)
  *                        | codec short name (UTF)
+ *                        [format 4: checkpoint id (UTF) | lineage entries (int)
+ *                         | (version (long) | id (UTF, "" = a v1 name))* | CRC32C of these (long)]
  *   body, compressed:    record* | -1 (int) | record count (long) | CRC32C of the records (long)
  *   footer, plain:       length of header + body (long) | magic "SPLE"
  *   record:              key length (int) | key | value length (int, -1 = removal) | value
@@ -42,14 +44,22 @@ import org.apache.spark.sql.execution.streaming.state.SpillStoreSparkBridge
  */
 object StateFile {
   val Magic: Int = 0x53504C53 // "SPLS"
-  /** The format written. */
+  /** The format written under v1 names (and for runs, which have no checkpoint id). */
   val FormatVersion: Int = 3
+  /**
+   * The format of files under checkpoint format v2's names (`<v>_<id>.journal`, `.snapshot`):
+   * format 3 plus the writer's checkpoint id and lineage in the header. A new format, not a new
+   * kind, so that a build reading only 2 and 3 refuses such a file as a newer spillstore's
+   * instead of reading a journal without its lineage, or a manifest naming files it cannot
+   * list, as damage.
+   */
+  val IdsFormatVersion: Int = 4
   /**
    * The formats read. Format 2 (0.1.0) differs only in what a snapshot file holds: every entry
    * of its version, where format 3's holds a [[Manifest]]. Format 1 (journals in change order)
    * was written only by development builds before 0.1.0, so no release reads it.
    */
-  val ReadableFormats: Seq[Int] = Seq(2, 3)
+  val ReadableFormats: Seq[Int] = Seq(2, 3, 4)
   /** The format whose snapshot files hold entries, not a manifest. */
   val FullSnapshotFormat: Int = 2
   private val EndMagic: Int = 0x53504C45 // "SPLE"
@@ -80,6 +90,27 @@ object StateFile {
 
   /** What a file's trailer holds: its record count and the CRC32C of its records. */
   final case class Trailer(records: Long, checksum: Long)
+
+  /**
+   * A format-4 header's extension: the checkpoint id in the file's name and, for a journal, the
+   * lineage of its base (increasing versions up to the one before the file's; None: v1 names).
+   */
+  final case class Ids(id: String, lineage: Seq[(Long, Option[String])] = Nil) {
+    require(id.nonEmpty, "a checkpoint id is never empty")
+  }
+
+  private def writeIds(out: DataOutputStream, ids: Ids): Unit = {
+    val bytes = new java.io.ByteArrayOutputStream(64)
+    val data = new DataOutputStream(bytes)
+    data.writeUTF(ids.id)
+    data.writeInt(ids.lineage.size)
+    ids.lineage.foreach { case (v, id) => data.writeLong(v); data.writeUTF(id.getOrElse("")) }
+    data.flush()
+    val crc = new CRC32C
+    crc.update(bytes.toByteArray)
+    out.write(bytes.toByteArray)
+    out.writeLong(crc.getValue)
+  }
 
   /** A damaged file: not a complete, valid spillstore file of the expected kind. */
   final class CorruptFileException(msg: String, cause: Throwable = null)
@@ -139,8 +170,10 @@ object StateFile {
    * header, for tests of files this build refuses.
    */
   final class Writer(raw: OutputStream, kind: Kind, version: Long,
-      codec: SpillStoreSparkBridge.Codec, format: Int = FormatVersion)
+      codec: SpillStoreSparkBridge.Codec, format: Int = FormatVersion, ids: Option[Ids] = None)
       extends RecordSink {
+    require(ids.isDefined == (format == IdsFormatVersion),
+      s"${kind.suffix} $version: checkpoint ids go with format $IdsFormatVersion only")
     private val crc = new CRC32C
     private var records = 0L
     private val out = new CountingStream(raw)
@@ -150,6 +183,7 @@ object StateFile {
     header.writeByte(kind.id)
     header.writeLong(version)
     header.writeUTF(codec.shortName)
+    ids.foreach(writeIds(header, _))
     header.flush()
     private val compressed = codec.compress(out)
     private val body = new DataOutputStream(new BufferedOutputStream(compressed, 64 * 1024))
@@ -224,14 +258,18 @@ object StateFile {
    */
   final class Reader(in: InputStream, val fileLength: Long, fileName: String, expectedKind: Kind,
       expectedVersion: Long, codecFor: String => SpillStoreSparkBridge.Codec,
-      expectedTrailer: Option[Trailer] = None) {
+      expectedTrailer: Option[Trailer] = None, expectedId: Option[String] = None) {
     if (fileLength < FooterBytes) corrupt(s"file is truncated ($fileLength bytes)")
     private val source = new SourceStream(in)
     // The codec must not read into the footer, whatever it buffers.
     private val content = new LimitedStream(source, fileLength - FooterBytes)
     private val header = new DataInputStream(content)
     private var formatRead = 0
+    private var idsRead: Option[Ids] = None
     private val codecName = readHeader()
+
+    /** A format-4 file's checkpoint id and lineage (None: a v1-named file). */
+    def ids: Option[Ids] = idsRead
 
     /** The file's format version. */
     def format: Int = formatRead
@@ -396,15 +434,52 @@ object StateFile {
         if (version != expectedVersion) {
           corrupt(s"holds version $version, expected $expectedVersion")
         }
-        header.readUTF()
+        val codec = header.readUTF()
+        // The name says whether a file has an id: a v1 name must not hold one, nor a v2 name
+        // lack it or hold another (a file under a name it was not written for is damage).
+        if (format == IdsFormatVersion) {
+          val ids = readIds()
+          if (!expectedId.contains(ids.id)) {
+            corrupt(s"holds checkpoint id ${ids.id}, expected " +
+              expectedId.fold("none (a v1 name)")(identity))
+          }
+          idsRead = Some(ids)
+        } else if (expectedId.isDefined) {
+          corrupt(s"is format $format, which has no checkpoint id; expected ${expectedId.get}")
+        }
+        codec
       } catch {
         // A damaged codec name: UTFDataFormatException.
         case e: IOException => failed(e, " in its header", s"cannot read its header ($e)")
       }
 
+    /** A format-4 header's extension, its CRC32C checked (it is outside the body's). */
+    private def readIds(): Ids = {
+      val crc = new CRC32C
+      val checked = new DataInputStream(new java.util.zip.CheckedInputStream(content, crc))
+      val id = checked.readUTF()
+      val n = checked.readInt()
+      if (n < 0 || n > MaxLineageEntries) corrupt(s"lineage of $n entries")
+      val lineage = (0 until n).map { _ =>
+        val v = checked.readLong()
+        v -> Option(checked.readUTF()).filter(_.nonEmpty)
+      }
+      val expected = crc.getValue
+      if (header.readLong() != expected) corrupt("checksum mismatch in its checkpoint ids")
+      if (id.isEmpty || lineage.map(_._1).sliding(2).exists(p => p.size == 2 && p(0) >= p(1)) ||
+        lineage.lastOption.exists(_._1 >= expectedVersion)) {
+        corrupt(s"malformed checkpoint ids (id '$id', lineage ${lineage.mkString(", ")})")
+      }
+      Ids(id, lineage)
+    }
+
     private def corrupt(what: String, cause: Throwable = null): Nothing =
       throw new CorruptFileException(s"Corrupt spillstore state file $fileName: $what", cause)
   }
+
+  /** A damaged entry count must not allocate what no writer wrote (a lineage per batch since
+   *  the last snapshot: far fewer). */
+  private val MaxLineageEntries = 1 << 20
 
   /** " (<version>)" of this build, when its jar says. */
   private lazy val thisVersion: String =

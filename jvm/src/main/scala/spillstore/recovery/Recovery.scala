@@ -10,7 +10,7 @@ import org.apache.spark.internal.Logging
 import org.apache.spark.sql.execution.streaming.state.SpillStoreSparkBridge
 
 import spillstore.checkpoint.{
-  CheckpointDir, ForeignFiles, Manifest, MergedVersion, SortedChanges, StateFile
+  CheckpointDir, ForeignFiles, Lineage, Manifest, MergedVersion, SortedChanges, StateFile
 }
 import spillstore.tiered.TieredState
 
@@ -19,13 +19,26 @@ import spillstore.tiered.TieredState
  * at or below it merged with the journals after that snapshot ([[MergedVersion]]), loaded into
  * an empty state in key order.
  *
+ * With checkpoint format v2 a recovery works along one lineage ([[along]]): the files of that
+ * lineage's ids, never another attempt's.
+ *
  * @param spillDir where a merge of old-format or many journals writes its sorted runs
  */
 final class Recovery(dir: CheckpointDir, spillDir: () => File) extends Logging {
 
-  /** Loads exactly `version` into `state`, which is cleared first. */
-  def load(version: Long, state: TieredState): Unit = {
-    if (version == 0) { state.clear(); return }
+  /** This recovery along `l` (see [[CheckpointDir.along]]). */
+  def along(l: Lineage): Recovery = new Recovery(dir.along(l), spillDir)
+
+  /** The lineage of the pair (`version`, `id`) Spark passed in ([[CheckpointDir.lineageOf]]). */
+  def lineageOf(version: Long, id: String, deep: Boolean): Lineage =
+    dir.lineageOf(version, id, dir.list(), deep)
+
+  /**
+   * Loads exactly `version` into `state`, which is cleared first; returns the version of the
+   * snapshot it was loaded from (0: journals only).
+   */
+  def load(version: Long, state: TieredState): Long = {
+    if (version == 0) { state.clear(); return 0L }
     val start = System.nanoTime()
     val listing = dir.list()
     val base = listing.latestSnapshotAtOrBelow(version)
@@ -39,6 +52,7 @@ final class Recovery(dir: CheckpointDir, spillDir: () => File) extends Logging {
       s"journals, ${state.numKeys} keys: ${state.heap.numLiveEntries} on the heap, " +
       s"${state.coldKeyCount} in the cold tier) in " +
       s"${(System.nanoTime() - start) / 1000000} ms")
+    used
   }
 
   /**
@@ -80,10 +94,17 @@ final class Recovery(dir: CheckpointDir, spillDir: () => File) extends Logging {
   private def checkJournals(listing: CheckpointDir.Listing, from: Long, to: Long): Unit =
     listing.missingJournal(from, to).foreach { v =>
       val f = dir.file(StateFile.Journal, v)
+      // A version asked for by its v1 name that only checkpoint ids name: the checkpoint was
+      // written with format v2 and the caller passed no id (Spark 4.0's state data source).
+      val idsOnly = dir.lineage.idOf(v).isEmpty && listing.all.exists(n =>
+        n.kind == StateFile.Journal && n.version == v && n.id.isDefined)
       throw SpillStoreSparkBridge.cannotReadStateFile(f,
         new FileNotFoundException(
           s"$f does not exist: version $to of this store cannot be rebuilt " +
-            s"(it needs journals ${from + 1} to $to after snapshot $from)"))
+            s"(it needs journals ${from + 1} to $to after snapshot $from)" +
+            (if (idsOnly) "; this checkpoint names its versions by checkpoint ids " +
+              "(spark.sql.streaming.stateStore.checkpointFormatVersion=2), and version " +
+              s"$to was asked for without one" else "")))
     }
 
   private def replayJournals(from: Long, to: Long, state: TieredState): Unit = {

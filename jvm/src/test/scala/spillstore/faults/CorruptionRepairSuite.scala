@@ -191,7 +191,7 @@ class CorruptionRepairSuite extends AnyFunSuite {
   }
 
   // Format 1 (unsorted journals) was written by development builds only: no release reads it.
-  for ((format, writer) <- Seq(StateFile.FormatVersion + 1 -> "newer", 1 -> "older"))
+  for ((format, writer) <- Seq(StateFile.ReadableFormats.max + 1 -> "newer", 1 -> "older"))
     test(s"a snapshot of format $format ($writer) is an error naming both formats, not damage") {
       withHistory { (dir, _) =>
         val f = new File(dir, "9.snapshot")
