@@ -4,6 +4,7 @@ import scala.util.control.NonFatal
 
 import org.apache.spark.internal.Logging
 
+import spillstore.checkpoint.Lineage
 import spillstore.recovery.Recovery
 import spillstore.tiered.TieredState
 
@@ -16,6 +17,7 @@ import spillstore.tiered.TieredState
  * |---|---|---|
  * | `current` | the live state; a new one when a newer attempt takes over | changed under the provider's monitor; read by store calls (volatile) |
  * | `version` | the committed version `current` holds; -1 when it must be loaded before use | the provider's monitor |
+ * | `lineage` | which attempts' files `version` is made of ([[Lineage]]): always [[Lineage.V1]] with checkpoint format v1; with v2, the lineage loaded (from the snapshot it was loaded from, or the newest snapshot written on it since) and each commit appended. Meaningless while `version` is -1 | the provider's monitor |
  * | `writer` | the write store of the current lease whose batch is open, if any | the provider's monitor |
  * | `doomed` | earlier states not freed yet: each counts in the memory budget until its holder, or [[reclaimDoomed]] once that holder is gone, frees it (it unregisters itself then) | the provider's monitor |
  *
@@ -23,15 +25,17 @@ import spillstore.tiered.TieredState
  * task ends and unloads take; store calls never take it.
  */
 private[spillstore] final class LiveStateHolder(newLiveState: () => TieredState, recovery: Recovery,
-    name: String)
+    name: String, checkpointIds: Boolean)
     extends Logging {
   @volatile private var current: TieredState = newLiveState()
   private var version = -1L
+  private var lineage = if (checkpointIds) Lineage.Empty else Lineage.V1
   private var writer: SpillStateStore = _
   private var doomed = List.empty[TieredState]
 
   def live: TieredState = current
   def loadedVersion: Long = version
+  def loadedLineage: Lineage = lineage
 
   /** Whether `store` is the write store with the open batch. */
   def isWriter(store: SpillStateStore): Boolean = writer eq store
@@ -73,7 +77,20 @@ private[spillstore] final class LiveStateHolder(newLiveState: () => TieredState,
   /** `store`'s batch ended (committed or aborted). */
   def ended(store: SpillStateStore): Unit = if (writer eq store) writer = null
 
-  def committed(newVersion: Long): Unit = version = newVersion
+  /** `newVersion` committed, under checkpoint id `id` (format v2). */
+  def committed(newVersion: Long, id: Option[String]): Unit = {
+    version = newVersion
+    id.foreach(i => lineage = lineage.plus(newVersion, i))
+  }
+
+  /**
+   * A snapshot of (`snapshotVersion`, `id`) exists now: if it is on the live lineage, journals
+   * from now on record the lineage from it only (a load needs nothing older).
+   */
+  def snapshotted(snapshotVersion: Long, id: String): Unit =
+    if (version >= 0 && lineage.has(snapshotVersion, Some(id))) {
+      lineage = lineage.from(snapshotVersion)
+    }
 
   /** The live state cannot be trusted (a committed version it failed to apply): reload it. */
   def drop(): Unit = {
@@ -82,30 +99,57 @@ private[spillstore] final class LiveStateHolder(newLiveState: () => TieredState,
   }
 
   /**
-   * Brings the live state to exactly `at`: as is, forward by journals, or by reloading; with
-   * `replayFrom` >= 0, always reloaded from that snapshot and the journals after it.
+   * Brings the live state to exactly `at` (with checkpoint format v2: exactly the pair (`at`,
+   * `id`), id None being the empty state at 0 or v1 names above it): as is, forward by
+   * journals of the same lineage, or by reloading that lineage; with `replayFrom` >= 0, always
+   * reloaded from that snapshot and the journals after it (v1 names).
    */
-  def load(at: Long, replayFrom: Long): Unit = {
+  def load(at: Long, id: Option[String], replayFrom: Long): Unit = {
     if (replayFrom >= 0) {
       version = -1
-      try recovery.loadFromSnapshot(replayFrom, at, current)
+      val names = if (checkpointIds) Lineage.v1Upto(at) else Lineage.V1
+      try recovery.along(names).loadFromSnapshot(replayFrom, at, current)
       catch {
         case e: Throwable => current.clear(); throw e
       }
       version = at
-    } else if (version != at) {
+      lineage = names
+    } else if (version != at || !lineage.has(at, id)) {
       try {
-        val rolledForward = version >= 0 && at > version && {
-          try { recovery.rollForward(version, at, current); true }
-          catch {
-            case NonFatal(e) =>
-              logInfo(s"Cannot roll $name forward from $version to $at ($e); reloading from " +
-                "the checkpoint")
-              false
+        var target =
+          if (!checkpointIds) Lineage.V1
+          else id match {
+            case _ if at == 0 => Lineage.Empty
+            case None => Lineage.v1Upto(at)
+            case Some(i) => recovery.lineageOf(at, i, deep = false)
           }
+        // Only along the same lineage: the live version must be on the one asked for.
+        val rolledForward = version >= 0 && at > version && target.knows(version) &&
+          target.idOf(version) == lineage.idOf(version) && {
+            try { recovery.along(target).rollForward(version, at, current); true }
+            catch {
+              case NonFatal(e) =>
+                logInfo(s"Cannot roll $name forward from $version to $at ($e); reloading " +
+                  "from the checkpoint")
+                false
+            }
+          }
+        if (!rolledForward) {
+          val base =
+            try recovery.along(target).load(at, current)
+            catch {
+              // Past a damaged or missing snapshot, older bases of the lineage may do: they
+              // are known only from older journals' headers.
+              case NonFatal(e) if checkpointIds && !target.complete && id.isDefined =>
+                logInfo(s"Loading $name at ($at, ${id.get}) from the newest snapshot on its " +
+                  s"lineage failed ($e); trying older ones")
+                target = recovery.lineageOf(at, id.get, deep = true)
+                recovery.along(target).load(at, current)
+            }
+          target = target.from(base)
         }
-        if (!rolledForward) recovery.load(at, current)
         version = at
+        lineage = target
       } catch {
         case e: Throwable =>
           drop()

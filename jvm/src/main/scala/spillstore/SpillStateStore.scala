@@ -14,13 +14,19 @@ import spillstore.tiered.Lease
  * version + 1. Every call first checks that `lease` still owns the live state (see
  * tiered.Ownership's state table); a view whose lease ended (commit,
  * abort, task end, a newer attempt, an unload) throws instead of touching the state.
+ *
+ * With checkpoint format v2 a write view is one commit attempt (`attempt`): the id it commits
+ * under, the id its base was loaded with, and the lineage its journal records. What Spark is
+ * told after the commit ([[checkpointInfo]]) comes from these and the committed version, all
+ * fixed once `state` is committed, so repeated calls agree (SPARK-51573).
  */
 final class SpillStateStore private[spillstore] (
     private[spillstore] val provider: SpillStoreProvider,
     private[spillstore] val lease: Lease,
     override val version: Long,
     writable: Boolean,
-    forceSnapshotOnCommit: Boolean)
+    forceSnapshotOnCommit: Boolean,
+    private[spillstore] val attempt: Option[SpillStateStore.Attempt] = None)
     extends StoreAdapter {
   import SpillStateStore._
 
@@ -170,6 +176,22 @@ final class SpillStateStore private[spillstore] (
   /** The committed version, or this view's when it has not committed. */
   private[spillstore] def checkpointVersion: Long = if (newVersion >= 0) newVersion else version
 
+  /**
+   * Spark's `getStateStoreCheckpointInfo` as (version, checkpoint id, base checkpoint id):
+   * with format v1 (no attempt) the version and no ids, as before; with v2 the committed
+   * version and ids, only once committed (before, there is no id to report).
+   */
+  private[spillstore] def checkpointInfo: (Long, Option[String], Option[String]) =
+    attempt match {
+      case None => (checkpointVersion, None, None)
+      case Some(a) =>
+        if (state != Committed) {
+          throw new IllegalStateException(s"$this has no checkpoint id to report: it is " +
+            s"${state.name}, and an id exists only once its commit returned")
+        }
+        (newVersion, Some(a.id), a.baseId)
+    }
+
   /** At the start of every call: the lease still owns the live state, and this view is open. */
   private def use(): Unit = {
     live.ownership.enter(lease)
@@ -195,6 +217,13 @@ final class SpillStateStore private[spillstore] (
 }
 
 object SpillStateStore {
+  /**
+   * A format-v2 commit attempt: `id` names its journal, `baseId` is the id its base was loaded
+   * with (None: version 0, or v1 names), `lineage` ends with (version + 1, id).
+   */
+  final case class Attempt(id: String, baseId: Option[String],
+      lineage: spillstore.checkpoint.Lineage)
+
   sealed abstract class State(val name: String)
   case object Updating extends State("updating")
   case object Committed extends State("committed")

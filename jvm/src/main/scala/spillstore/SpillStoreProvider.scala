@@ -15,7 +15,8 @@ import org.apache.spark.sql.types.StructType
 
 import spillstore.SpillStateStore.CommitStats
 import spillstore.checkpoint.{
-  ChangeFeed, CheckpointDir, Cleaner, Manifest, Snapshotter, SortedChanges, StateFile
+  ChangeFeed, CheckpointDir, Cleaner, Lineage, Manifest, Snapshotter, SortedChanges,
+  StateFile
 }
 import spillstore.cold.{ColdMemory, ColdTier}
 import spillstore.heap.PrefixIndex
@@ -49,6 +50,15 @@ import spillstore.tiered.{Lease, TieredState}
  *    (`checkpoint.EarlyFile`); it touches that file only, and the commit takes it.
  * Which live state, at which version, with which batch open: `LiveStateHolder`, changed only under
  * the provider's monitor.
+ *
+ * Checkpoint format v2 (`checkpointIds`, fixed at init): every write store gets a fresh id
+ * for its commit (`SpillStateStore.Attempt`), its journal is `<v+1>_<id>.journal`, and a load
+ * asks for a (version, id) pair and gets exactly that lineage. Maintenance trusts only pairs
+ * Spark passed in, which its commit log holds:
+ *
+ * | field | meaning | written | read |
+ * |---|---|---|---|
+ * | `confirmed` | the lineage of the newest pair Spark passed in (getStore, getReadStore, upgrade; its tip is that version), `Lineage.Empty` before any; with v1, unused | by task threads opening a store, under the provider's monitor; only ever moves to a newer tip (volatile) | snapshot and cleanup maintenance threads, which snapshot and clean only along it |
  */
 class SpillStoreProvider extends JarLine.Checked with ProviderAdapter with Logging {
   // The driver instantiates providers only to ask for supportedCustomMetrics: keep it cheap.
@@ -65,6 +75,9 @@ class SpillStoreProvider extends JarLine.Checked with ProviderAdapter with Loggi
   private[spillstore] var memory: MemoryManager = _
   /** The executor's figures ([[ExecutorScope]]), taken at init. */
   private[spillstore] var executorStats: ExecutorStats = _
+  /** Checkpoint format v2: files named by checkpoint ids (see the class doc). */
+  private var checkpointIds = false
+  @volatile private var confirmed: Lineage = Lineage.Empty
 
   /** The live state (see [[LiveStateHolder]]). */
   private[spillstore] def live: TieredState = liveHolder.live
@@ -75,7 +88,8 @@ class SpillStoreProvider extends JarLine.Checked with ProviderAdapter with Loggi
 
   /**
    * Spark's `init`, once the line's adapter ([[ProviderAdapter]]) has turned its arguments
-   * into these: `prefixKeyColumns` is the number of key columns prefix scans use, if any.
+   * into these: `prefixKeyColumns` is the number of key columns prefix scans use, if any;
+   * `checkpointIds`, whether Spark runs checkpoint format v2 (4.0+).
    */
   private[spillstore] def initStore(
       stateStoreId: StateStoreId,
@@ -83,7 +97,9 @@ class SpillStoreProvider extends JarLine.Checked with ProviderAdapter with Loggi
       valueSchema: StructType,
       prefixKeyColumns: Option[Int],
       storeConfs: StateStoreConf,
-      hadoopConf: Configuration): Unit = {
+      hadoopConf: Configuration,
+      checkpointIds: Boolean = false): Unit = {
+    this.checkpointIds = checkpointIds
     this.prefixScans = prefixKeyColumns.isDefined
     this.storeId = stateStoreId
     this.keySchema = keySchema
@@ -108,7 +124,7 @@ class SpillStoreProvider extends JarLine.Checked with ProviderAdapter with Loggi
       s
     }
     this.liveHolder = new LiveStateHolder(newLiveState, new Recovery(dir, () => conf.localDir),
-      stateStoreId.toString)
+      stateStoreId.toString, checkpointIds)
     this.snapshotter = new Snapshotter(dir, () => conf.localDir, executorStats)
     this.cleaner = new Cleaner(dir)
   }
@@ -128,20 +144,32 @@ class SpillStoreProvider extends JarLine.Checked with ProviderAdapter with Loggi
 
   /** `upgradeReadStoreToWriteStore` (4.1+): the read store's lease goes on writing. */
   private[spillstore] def upgrade(readStore: ReadStateStore, version: Long,
-      forceSnapshotOnCommit: Boolean): SpillStateStore = readStore match {
+      forceSnapshotOnCommit: Boolean, ckptId: Option[String]): SpillStateStore = readStore match {
     case r: SpillStateStore if r.provider eq this =>
-      open(version, writable = true, forceSnapshotOnCommit, upgrading = r)
+      open(version, writable = true, forceSnapshotOnCommit, upgrading = r, ckptId = ckptId)
     case other => throw new IllegalArgumentException(
         s"Cannot upgrade $other to a write store of $this: it was not opened by this provider")
   }
 
   /**
-   * Opens a store on the live state at `version` under a lease (see the class doc): the lease
-   * of `upgrading`, the current lease when it is this task's, or a new one.
+   * Opens a store on the live state at `version` (with checkpoint format v2, the pair
+   * (`version`, `ckptId`)) under a lease (see the class doc): the lease of `upgrading`, the
+   * current lease when it is this task's, or a new one.
    */
   private[spillstore] def open(version: Long, writable: Boolean, forceSnapshotOnCommit: Boolean,
-      upgrading: SpillStateStore, replayFrom: Long = -1L): SpillStateStore = {
+      upgrading: SpillStateStore, replayFrom: Long = -1L,
+      ckptId: Option[String] = None): SpillStateStore = {
     if (version < 0) throw SpillStoreSparkBridge.unexpectedVersion(version)
+    if (ckptId.isDefined && !checkpointIds) {
+      // Spark 4.2 goes on passing the ids of a v2 checkpoint after a switch back to v1.
+      throw Unsupported(s"checkpoint id ${ckptId.get} for version $version with " +
+          "spark.sql.streaming.stateStore.checkpointFormatVersion=1", s"store $stateStoreId",
+        "This checkpoint was written with checkpointFormatVersion=2: run it with 2")
+    }
+    if (ckptId.isDefined && version == 0) {
+      throw new IllegalArgumentException(s"$this: version 0 is the empty state and has no " +
+        s"checkpoint id, but ${ckptId.get} was passed")
+    }
     val task = Option(TaskContext.get())
     val taskAttemptId = task.map(_.taskAttemptId()).getOrElse(-1L)
     val holder = task.map(t => s"task attempt $taskAttemptId (partition ${t.partitionId()})")
@@ -172,7 +200,7 @@ class SpillStoreProvider extends JarLine.Checked with ProviderAdapter with Loggi
           (live.ownership.acquire(holder, taskAttemptId, holderIdle(task)), true)
         }
       liveHolder.opening(writable, version)
-      try liveHolder.load(version, replayFrom)
+      try liveHolder.load(version, ckptId, replayFrom)
       catch {
         case e: Throwable =>
           if (fresh) live.release(lease, s"loading version $version failed: $e")
@@ -180,7 +208,17 @@ class SpillStoreProvider extends JarLine.Checked with ProviderAdapter with Loggi
       }
       // Spark asks only for versions its commit log has (a retried batch for the one before).
       knownCommitted(version)
-      val store = new SpillStateStore(this, lease, version, writable, forceSnapshotOnCommit)
+      if (checkpointIds && replayFrom < 0 && version > confirmed.tip) {
+        confirmed = liveHolder.loadedLineage
+      }
+      val attempt =
+        if (writable && checkpointIds) {
+          val id = java.util.UUID.randomUUID().toString
+          Some(SpillStateStore.Attempt(id, ckptId,
+            liveHolder.loadedLineage.plus(version + 1, id)))
+        } else None
+      val store =
+        new SpillStateStore(this, lease, version, writable, forceSnapshotOnCommit, attempt)
       // Reported once, by the write store opened after the repair (loads and maintenance both
       // repair) or the failure: the store whose metrics an operator reports (3.5 and 4.0 open a
       // read store first in the same task, 4.1+ upgrade one).
@@ -190,7 +228,7 @@ class SpillStoreProvider extends JarLine.Checked with ProviderAdapter with Loggi
       }
       liveHolder.opened(store)
       // Its journal is written at commit: on remote storage, opened while the batch runs.
-      if (writable) dir.openEarly(StateFile.Journal, version + 1)
+      if (writable) journalDir(store).openEarly(StateFile.Journal, version + 1)
       // Spark never releases read stores (4.1+), so the task's end is when the state is idle.
       if (fresh) task.foreach(_.addTaskCompletionListener[Unit](_ => finish(lease)))
       store
@@ -223,6 +261,10 @@ class SpillStoreProvider extends JarLine.Checked with ProviderAdapter with Loggi
   private[spillstore] def changeFeed(start: Long, end: Long): ChangeFeed =
     new ChangeFeed(dir, start, end)
 
+  /** Where `store`'s commit writes: along its attempt's lineage with format v2. */
+  private def journalDir(store: SpillStateStore): CheckpointDir =
+    store.attempt.fold(dir)(a => dir.along(a.lineage))
+
   /** End of the task that took `lease`: abort its open batch, if any, and go idle. */
   private def finish(lease: Lease): Unit = synchronized {
     if (!live.ownership.holds(lease)) lease.state.ownership.freeIfDoomedBy(lease)
@@ -253,13 +295,13 @@ class SpillStoreProvider extends JarLine.Checked with ProviderAdapter with Loggi
       }
       val start = System.nanoTime()
       val written =
-        try dir.write(StateFile.Journal, newVersion)(live.writeJournal)
+        try journalDir(store).write(StateFile.Journal, newVersion)(live.writeJournal)
         catch {
           case NonFatal(e) =>
             endBatch(store, SpillStateStore.Aborted, "its commit failed")(live.abortBatch())
             throw SpillStoreSparkBridge.cannotCommit(store.toString, e)
         }
-      snapshotter.committed(Manifest.JournalFile(newVersion), written)
+      snapshotter.committed(Manifest.JournalFile(newVersion, store.attempt.map(_.id)), written)
       val applying = System.nanoTime()
       try live.commitBatch()
       catch {
@@ -273,7 +315,7 @@ class SpillStoreProvider extends JarLine.Checked with ProviderAdapter with Loggi
       val nanos = end - start
       val millis = nanos / 1000000
       executorStats.addCommit(written.bytes, written.records, nanos)
-      liveHolder.committed(newVersion)
+      liveHolder.committed(newVersion, store.attempt.map(_.id))
       knownCommitted(newVersion)
       repairPastDamagedJournal(newVersion)
       var stats: CommitStats = null
@@ -297,7 +339,7 @@ class SpillStoreProvider extends JarLine.Checked with ProviderAdapter with Loggi
     // is durable already, so a failed snapshot must not fail the commit. It works on files
     // only, outside the live state's lock.
     if (store.snapshotOnCommit) {
-      try snapshot(Some(newVersion))
+      try snapshot(Some(newVersion -> store.attempt.fold(Lineage.V1)(_.lineage)))
       catch {
         case NonFatal(e) => logWarning(s"Snapshot of version $newVersion of $storeId failed", e)
       }
@@ -323,7 +365,8 @@ class SpillStoreProvider extends JarLine.Checked with ProviderAdapter with Loggi
     if (damaged < 0 || !fileMaintenance.tryLock(1, java.util.concurrent.TimeUnit.SECONDS)) return
     try {
       val entries = live.iterator()
-      try snapshotter.snapshotFrom(version, entries.map(kv => kv.key -> kv.value))
+      try snapshotter.along(liveHolder.loadedLineage).snapshotFrom(version,
+          entries.map(kv => kv.key -> kv.value))
       finally entries.close()
       damagedJournal.compareAndSet(damaged, -1L)
       dir.countRepair()
@@ -386,7 +429,13 @@ class SpillStoreProvider extends JarLine.Checked with ProviderAdapter with Loggi
 
   private[spillstore] def cleanupMaintenance(): Unit = maintaining("cleanup") {
     if (liveHolder != null) synchronized(liveHolder.reclaimDoomed())
-    withFileMaintenance(cleaner.cleanup(conf.minVersionsToRetain))
+    withFileMaintenance {
+      if (!checkpointIds) cleaner.cleanup(conf.minVersionsToRetain)
+      else {
+        val c = confirmed
+        if (c.tip > 0) cleaner.cleanupConfirmed(conf.minVersionsToRetain, c)
+      }
+    }
   }
 
   /** Maintenance runs that failed since the last store was opened (see [[maintaining]]). */
@@ -423,28 +472,42 @@ class SpillStoreProvider extends JarLine.Checked with ProviderAdapter with Loggi
     newestCommitted.accumulateAndGet(version, (a: Long, b: Long) => math.max(a, b))
 
   /**
-   * Snapshots `version` (just committed), or (None) the newest committed version if enough
-   * journals piled up.
+   * Snapshots `forced`, a version just committed along its lineage, or (None) the newest
+   * committed version if enough journals piled up: with format v2, the newest confirmed pair's,
+   * along its lineage (a commit Spark has not recorded may be a losing attempt's).
    */
-  private def snapshot(version: Option[Long]): Unit = withFileMaintenance {
-    val done = version match {
-      case Some(v) => snapshotter.snapshot(v, dir.list(), forced = true)
-      case None =>
-        try snapshotter.snapshotIfDue(conf.minDeltasForSnapshot, newestCommitted.get)
-        catch {
-          case e: SortedChanges.UnreadableJournal if StateFile.isDamage(e) =>
-            damagedJournal.accumulateAndGet(e.version, (a: Long, b: Long) => math.max(a, b))
-            throw e
-        }
-    }
-    if (conf.reportSnapshotUploads) {
-      done.foreach(SpillStoreSparkShim.reportSnapshotUploaded(storeId, hadoopConf, _))
+  private def snapshot(forced: Option[(Long, Lineage)]): Unit = {
+    val done = withFileMaintenance {
+      forced match {
+        case Some((v, l)) =>
+          snapshotter.along(l).snapshot(v, dir.along(l).list(), forced = true).map(_ -> l)
+        case None =>
+          val l = if (checkpointIds) confirmed else Lineage.V1
+          val committed = if (checkpointIds) l.tip else newestCommitted.get
+          if (checkpointIds && committed <= 0) None // no pair confirmed yet
+          else try snapshotter.along(l).snapshotIfDue(conf.minDeltasForSnapshot, committed)
+              .map(_ -> l)
+          catch {
+            case e: SortedChanges.UnreadableJournal if StateFile.isDamage(e) =>
+              damagedJournal.accumulateAndGet(e.version, (a: Long, b: Long) => math.max(a, b))
+              throw e
+          }
+      }
+    }.flatten
+    done.foreach { case (v, l) =>
+      if (conf.reportSnapshotUploads) {
+        SpillStoreSparkShim.reportSnapshotUploaded(storeId, hadoopConf, v)
+      }
+      // Outside the file lock: a commit holds the monitor and then may wait for that lock.
+      l.idOf(v).foreach(id => synchronized(liveHolder.snapshotted(v, id)))
     }
   }
 
-  private def withFileMaintenance[T](body: => T): Unit = if (dir != null) {
+  /** `body` under the file maintenance lock; None if this provider was never initialized. */
+  private def withFileMaintenance[T](body: => T): Option[T] = if (dir == null) None
+  else {
     fileMaintenance.lock()
-    try body
+    try Some(body)
     finally fileMaintenance.unlock()
   }
 

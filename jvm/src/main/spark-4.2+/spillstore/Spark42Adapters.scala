@@ -19,7 +19,8 @@ trait Spark42ProviderAdapter
     if (loadEmpty) {
       throw Unsupported("loading an empty store (loadEmpty)", s"store $stateStoreId")
     }
-    open(version, writable = true, forceSnapshotOnCommit, upgrading = null)
+    open(version, writable = true, forceSnapshotOnCommit, upgrading = null,
+      ckptId = stateStoreCkptId)
   }
 
   override def upgradeReadStoreToWriteStore(
@@ -27,7 +28,7 @@ trait Spark42ProviderAdapter
       version: Long,
       uniqueId: Option[String],
       forceSnapshotOnCommit: Boolean): StateStore =
-    upgrade(readStore, version, forceSnapshotOnCommit)
+    upgrade(readStore, version, forceSnapshotOnCommit, uniqueId)
 
   /**
    * Row checksums (4.2+) are written by Spark's providers themselves, in their files: spillstore

@@ -24,20 +24,19 @@ trait Spark4ProviderAdapter extends StateStoreProvider { self: SpillStoreProvide
       stateSchemaProvider: Option[StateSchemaProvider]): Unit = {
     if (useColumnFamilies) reject(stateStoreId, "column families (transformWithState)")
     if (useMultipleValuesPerKey) reject(stateStoreId, "multiple values per key")
-    if (storeConfs.enableStateStoreCheckpointIds) {
-      reject(stateStoreId, "spark.sql.streaming.stateStore.checkpointFormatVersion=2; set it to 1")
-    }
     refuseLineConfs(stateStoreId, storeConfs)
     val prefixKeyColumns = keyStateEncoderSpec match {
       case _: NoPrefixKeyStateEncoderSpec => None
       case p: PrefixKeyScanStateEncoderSpec => Some(p.numColsPrefixKey)
       case other => reject(stateStoreId, s"key encoder $other (range scans)")
     }
-    initStore(stateStoreId, keySchema, valueSchema, prefixKeyColumns, storeConfs, hadoopConf)
+    initStore(stateStoreId, keySchema, valueSchema, prefixKeyColumns, storeConfs, hadoopConf,
+      checkpointIds = storeConfs.enableStateStoreCheckpointIds)
   }
 
   override def getReadStore(version: Long, uniqueId: Option[String]): ReadStateStore =
-    open(version, writable = false, forceSnapshotOnCommit = false, upgrading = null)
+    open(version, writable = false, forceSnapshotOnCommit = false, upgrading = null,
+      ckptId = uniqueId)
 
   /** Refuses what a later line's confs ask a provider to write that spillstore does not. */
   protected def refuseLineConfs(stateStoreId: StateStoreId, storeConfs: StateStoreConf): Unit = ()
@@ -78,8 +77,10 @@ trait Spark4StoreAdapter extends StateStore { self: SpillStateStore =>
     new StateStoreIterator(prefixPairs(prefixKey))
   }
 
-  override def getStateStoreCheckpointInfo(): StateStoreCheckpointInfo =
-    StateStoreCheckpointInfo(id.partitionId, checkpointVersion, None, None)
+  override def getStateStoreCheckpointInfo(): StateStoreCheckpointInfo = {
+    val (version, ckptId, baseId) = checkpointInfo
+    StateStoreCheckpointInfo(id.partitionId, version, ckptId, baseId)
+  }
 
   // Capabilities spillstore does not have yet (column families, multiple values per key).
   override def removeColFamilyIfExists(colFamilyName: String): Boolean =

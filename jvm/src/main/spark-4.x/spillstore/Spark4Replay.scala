@@ -14,11 +14,17 @@ private[spillstore] object Spark4Replay {
       provider.keySchema.length, provider.valueSchema.length)
   }
 
-  /** Checkpoint ids are checkpoint format v2's, which spillstore refuses at init. */
-  def checkNoCheckpointIds(provider: SpillStoreProvider, ids: Option[String]*): Unit =
+  /**
+   * The state data source's snapshot reads and change feed with checkpoint ids (a format-v2
+   * checkpoint, Spark 4.1+) are not built yet; its plain reads (getReadStore with an id) are.
+   */
+  def checkNoCheckpointIds(provider: SpillStoreProvider, what: String,
+      ids: Option[String]*): Unit =
     if (ids.exists(_.isDefined)) {
-      throw Unsupported("checkpoint ids " +
-          "(spark.sql.streaming.stateStore.checkpointFormatVersion=2)",
-        s"store ${provider.stateStoreId}", "Set it to 1")
+      throw Unsupported(s"$what with checkpoint ids (a checkpoint written with " +
+          "spark.sql.streaming.stateStore.checkpointFormatVersion=2)",
+        s"store ${provider.stateStoreId}",
+        "spillstore does not support this yet; read the state without snapshotStartBatchId " +
+          "or readChangeFeed")
     }
 }

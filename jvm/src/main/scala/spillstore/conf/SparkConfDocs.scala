@@ -19,7 +19,9 @@ object SparkConfDocs {
       "versions kept loadable; older files are deleted by maintenance"),
     ConfKey("spark.sql.streaming.stateStore.maintenanceInterval", literal("60s"),
       "how often Spark runs snapshot and cleanup maintenance"),
-    ConfKey(SparkConfs.CheckpointFormatVersion, literal(1), "must be `1`"),
+    ConfKey(SparkConfs.CheckpointFormatVersion, literal(1),
+      "`1`, or `2` on Spark 4.x: every commit attempt names its files by a checkpoint id " +
+        "that Spark records in its commit log (docs/file-format.md)"),
     ConfKey(SparkConfs.RowChecksumEnabled, literal(false),
       "Spark 4.2+; must be `false` (see \"What it supports\")"),
     ConfKey("spark.sql.streaming.checkpoint.fileChecksum.enabled",
