@@ -147,8 +147,7 @@ class CheckpointIdsSuite extends AnyFunSuite {
       val losing = left.filter(n => losers.values.exists(l => n.contains(l)))
       assert(losing.isEmpty, s"losing attempts' files left: $losing")
       // The runs left are the ones the confirmed lineage's snapshots list (the loser's went).
-      val cd = new CheckpointDir(new Path(dir), new Configuration,
-        SpillStoreSparkBridge.compressionCodec("lz4"))
+      val cd = checkpointDir(dir)
       val listed = left.filter(_.endsWith(".snapshot")).flatMap { n =>
         val Array(v, i) = n.stripSuffix(".snapshot").split("_")
         cd.readManifest(v.toLong, Some(i)).names
@@ -174,9 +173,13 @@ class CheckpointIdsSuite extends AnyFunSuite {
       val snapshots = names(dir).filter(_.endsWith(".snapshot"))
       assert(snapshots.nonEmpty && snapshots.forall(n => chain.flatten.exists(n.contains)),
         snapshots)
-      // Loading from a snapshot and the journals after it needs no older journal.
-      names(dir).filter(n => n.endsWith(".journal") && n.split("_")(0).toLong <= 2)
-        .foreach(n => assert(new File(dir, n).delete()))
+      // Loading from the newest snapshot on the lineage needs no journal it does not list.
+      val newest = (6 to 1 by -1).find(v =>
+        new File(dir, s"${v}_${chain(v).get}.snapshot").exists()).get
+      val listed = checkpointDir(dir).readManifest(newest, chain(newest)).names
+      val older = names(dir).filter(n => n.endsWith(".journal") &&
+        n.split("_")(0).toLong <= newest && !listed(n))
+      older.foreach(n => assert(new File(dir, n).delete()))
       withProvider(rootOf(dir), conf) { (fresh, _) =>
         assert(read(fresh, 6, chain.last) === models.last)
       }
@@ -215,8 +218,8 @@ class CheckpointIdsSuite extends AnyFunSuite {
           startId = first.stateStoreCkptId, maintain = true)
         assert(read(p, 12, chain.last) === models.last)
         withProvider(root, conf) { (fresh, _) =>
-          assert(read(fresh, 12, chain.last) === models.last)
-          assert(read(fresh, 6, first.stateStoreCkptId) === m6)
+          // The versions cleanup retains (3 below the newest confirmed, 12).
+          for (i <- 3 to 6) assert(read(fresh, 6 + i, chain(i)) === models(i), s"version ${6 + i}")
         }
         assert((1 to 5).exists(v => !names(dir).contains(s"$v.journal")),
           s"cleanup kept every v1 file: ${names(dir)}")
@@ -254,6 +257,9 @@ object CheckpointIdsSuite {
   }
 
   def names(dir: String): Set[String] = new File(dir).list().toSet
+
+  def checkpointDir(dir: String): CheckpointDir =
+    new CheckpointDir(new Path(dir), new Configuration, SpillStoreSparkBridge.compressionCodec("lz4"))
 
   /** (version, id)'s state, read in a task of its own. */
   def read(p: SpillStoreProvider, version: Long, id: Option[String]): Map[Long, Long] =
