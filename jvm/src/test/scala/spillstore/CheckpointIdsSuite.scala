@@ -259,7 +259,8 @@ object CheckpointIdsSuite {
   def names(dir: String): Set[String] = new File(dir).list().toSet
 
   def checkpointDir(dir: String): CheckpointDir =
-    new CheckpointDir(new Path(dir), new Configuration, SpillStoreSparkBridge.compressionCodec("lz4"))
+    new CheckpointDir(new Path(dir), new Configuration,
+      SpillStoreSparkBridge.compressionCodec("lz4"))
 
   /** (version, id)'s state, read in a task of its own. */
   def read(p: SpillStoreProvider, version: Long, id: Option[String]): Map[Long, Long] =

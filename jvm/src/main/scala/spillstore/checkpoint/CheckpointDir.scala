@@ -507,7 +507,8 @@ object CheckpointDir {
   private val Name = """(\d+)(?:_([0-9a-f-]{36}))?\.(journal|snapshot)""".r
   /** What [[AtomicOutput]] writes before it publishes: `.<name>.<uuid>.tmp`. */
   private val TempName =
-    """\.(\d+)(?:_[0-9a-f-]{36})?\.(?:journal|snapshot|[0-9a-f-]{36}\.run)\.[0-9a-fA-F-]{36}\.tmp""".r
+    ("""\.(\d+)(?:_[0-9a-f-]{36})?\.(?:journal|snapshot|[0-9a-f-]{36}\.run)""" +
+      """\.[0-9a-fA-F-]{36}\.tmp""").r
 
   private def parseTemp(name: String): Option[Long] = name match {
     case TempName(v) => Some(v.toLong)

@@ -98,7 +98,8 @@ class SnapshotterSuite extends AnyFunSuite {
       })
       assert(readAll(dir, StateFile.Journal, 1) === Seq(Seq[Byte](1) -> null,
         Seq[Byte](2) -> Seq[Byte](0)))
-      for ((v, format, writer) <- Seq((2, 1, "older"), (3, StateFile.ReadableFormats.max + 1, "newer"))) {
+      for ((v, format, writer) <-
+          Seq((2, 1, "older"), (3, StateFile.ReadableFormats.max + 1, "newer"))) {
         dir.write(StateFile.Journal, v, format)(w => w.put(Array[Byte](1), Array[Byte](7)))
         val e = intercept[StateFile.UnreadableFormatException](readAll(dir, StateFile.Journal, v))
         Seq(s"$v.journal", s"file format $format", "the formats it reads: 2, 3",
