@@ -14,6 +14,7 @@ import org.apache.hadoop.fs.Path
 import org.scalatest.funsuite.AnyFunSuite
 
 import org.apache.spark.{SparkException, TestTasks}
+import org.apache.spark.sql.catalyst.expressions.{GenericInternalRow, UnsafeProjection}
 import org.apache.spark.sql.execution.streaming.state.{
   SpillStoreSparkBridge, StateStore, StateStoreCheckpointInfo
 }
@@ -66,8 +67,12 @@ class CheckpointIdsSuite extends AnyFunSuite {
             // Each attempt changes the same keys differently, and commits at the same moment.
             def attempt(p: SpillStoreProvider, n: Int) = Future {
               TestTasks.run(nextAttempt()) { _ =>
+                // Projections are not thread-safe: each attempt has its own.
+                val kp = UnsafeProjection.create(keySchema)
+                val vp = UnsafeProjection.create(valueSchema)
                 val s = p.getStore(3, base)
-                (0L until 200L).foreach(k => s.put(key(k), value(k * 100 + n)))
+                (0L until 200L).foreach(k => s.put(kp(new GenericInternalRow(Array[Any](k))),
+                  vp(new GenericInternalRow(Array[Any](k * 100 + n)))))
                 barrier.await(1, TimeUnit.MINUTES)
                 assert(s.commit() === 4)
                 s.getStateStoreCheckpointInfo()
@@ -276,9 +281,9 @@ object CheckpointIdsSuite {
     TestTasks.run(nextAttempt()) { _ =>
       val s = p.getStore(version, id, forceSnapshotOnCommit = force)
       val next = change(s, model, new Random(seed))
-      assert(s.commit() === version + 1)
+      assert(s.commit() == version + 1)
       val info = s.getStateStoreCheckpointInfo()
-      assert(s.getStateStoreCheckpointInfo() === info, "checkpoint info changed between calls")
+      assert(s.getStateStoreCheckpointInfo() == info, "checkpoint info changed between calls")
       (info, next)
     }
 
