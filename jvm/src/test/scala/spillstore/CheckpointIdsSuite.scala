@@ -149,6 +149,11 @@ class CheckpointIdsSuite extends AnyFunSuite {
       assert(read(p, 9, ids(9L)) === models(9L))
       p.doMaintenance()
       val left = names(dir)
+      // Every retained version of the confirmed lineage loads exactly in a fresh provider.
+      withProvider(rootOf(dir), conf) { (fresh, _) =>
+        for (v <- 6L to 9L) assert(read(fresh, v, ids(v)) === models(v), s"version $v")
+      }
+      assert(left.contains(s"2_${ids(2L).get}.snapshot"), s"the lineage's base went: $left")
       val losing = left.filter(n => losers.values.exists(l => n.contains(l)))
       assert(losing.isEmpty, s"losing attempts' files left: $losing")
       // The runs left are the ones the confirmed lineage's snapshots list (the loser's went).
@@ -158,11 +163,6 @@ class CheckpointIdsSuite extends AnyFunSuite {
         cd.readManifest(v.toLong, Some(i)).names
       }
       assert(left.filter(_.endsWith(".run")).subsetOf(listed), s"unlisted runs: $left")
-      // Every retained version of the confirmed lineage loads exactly in a fresh provider.
-      withProvider(rootOf(dir), conf) { (fresh, _) =>
-        for (v <- 6L to 9L) assert(read(fresh, v, ids(v)) === models(v), s"version $v")
-      }
-      assert(left.contains(s"2_${ids(2L).get}.snapshot"), s"the lineage's base went: $left")
     }
   }
 
