@@ -159,8 +159,8 @@ class CheckpointIdsSuite extends AnyFunSuite {
       // The runs left are the ones the confirmed lineage's snapshots list (the loser's went).
       val cd = checkpointDir(dir)
       val listed = left.filter(_.endsWith(".snapshot")).flatMap { n =>
-        val Array(v, i) = n.stripSuffix(".snapshot").split("_")
-        cd.readManifest(v.toLong, Some(i)).names
+        val (v, i) = n.stripSuffix(".snapshot").span(_ != '_')
+        cd.readManifest(v.toLong, Some(i.drop(1))).names
       }
       assert(left.filter(_.endsWith(".run")).subsetOf(listed), s"unlisted runs: $left")
     }
