@@ -162,7 +162,8 @@ class SpillStoreProvider extends JarLine.Checked with ProviderAdapter with Loggi
     if (version < 0) throw SpillStoreSparkBridge.unexpectedVersion(version)
     if (ckptId.isDefined && !checkpointIds) {
       // Spark 4.2 goes on passing the ids of a v2 checkpoint after a switch back to v1.
-      throw Unsupported(s"checkpoint id ${ckptId.get} for version $version with " +
+      throw Unsupported(
+        s"checkpoint id ${ckptId.get} for version $version with " +
           "spark.sql.streaming.stateStore.checkpointFormatVersion=1", s"store $stateStoreId",
         "This checkpoint was written with checkpointFormatVersion=2: run it with 2")
     }
@@ -215,7 +216,7 @@ class SpillStoreProvider extends JarLine.Checked with ProviderAdapter with Loggi
         if (writable && checkpointIds) {
           val id = java.util.UUID.randomUUID().toString
           Some(SpillStateStore.Attempt(id, ckptId,
-            liveHolder.loadedLineage.plus(version + 1, id)))
+              liveHolder.loadedLineage.plus(version + 1, id)))
         } else None
       val store =
         new SpillStateStore(this, lease, version, writable, forceSnapshotOnCommit, attempt)
@@ -485,13 +486,14 @@ class SpillStoreProvider extends JarLine.Checked with ProviderAdapter with Loggi
           val l = if (checkpointIds) confirmed else Lineage.V1
           val committed = if (checkpointIds) l.tip else newestCommitted.get
           if (checkpointIds && committed <= 0) None // no pair confirmed yet
-          else try snapshotter.along(l).snapshotIfDue(conf.minDeltasForSnapshot, committed)
-              .map(_ -> l)
-          catch {
-            case e: SortedChanges.UnreadableJournal if StateFile.isDamage(e) =>
-              damagedJournal.accumulateAndGet(e.version, (a: Long, b: Long) => math.max(a, b))
-              throw e
-          }
+          else
+            try snapshotter.along(l).snapshotIfDue(conf.minDeltasForSnapshot, committed)
+                .map(_ -> l)
+            catch {
+              case e: SortedChanges.UnreadableJournal if StateFile.isDamage(e) =>
+                damagedJournal.accumulateAndGet(e.version, (a: Long, b: Long) => math.max(a, b))
+                throw e
+            }
       }
     }.flatten
     done.foreach { case (v, l) =>

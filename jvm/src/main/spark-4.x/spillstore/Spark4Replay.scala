@@ -21,7 +21,8 @@ private[spillstore] object Spark4Replay {
   def checkNoCheckpointIds(provider: SpillStoreProvider, what: String,
       ids: Option[String]*): Unit =
     if (ids.exists(_.isDefined)) {
-      throw Unsupported(s"$what with checkpoint ids (a checkpoint written with " +
+      throw Unsupported(
+        s"$what with checkpoint ids (a checkpoint written with " +
           "spark.sql.streaming.stateStore.checkpointFormatVersion=2)",
         s"store ${provider.stateStoreId}",
         "spillstore does not support this yet; read the state without snapshotStartBatchId " +

@@ -71,8 +71,9 @@ class CheckpointIdsSuite extends AnyFunSuite {
                 val kp = UnsafeProjection.create(keySchema)
                 val vp = UnsafeProjection.create(valueSchema)
                 val s = p.getStore(3, base)
-                (0L until 200L).foreach(k => s.put(kp(new GenericInternalRow(Array[Any](k))),
-                  vp(new GenericInternalRow(Array[Any](k * 100 + n)))))
+                (0L until 200L).foreach(k =>
+                  s.put(kp(new GenericInternalRow(Array[Any](k))),
+                    vp(new GenericInternalRow(Array[Any](k * 100 + n)))))
                 barrier.await(1, TimeUnit.MINUTES)
                 assert(s.commit() === 4)
                 s.getStateStoreCheckpointInfo()
@@ -182,8 +183,9 @@ class CheckpointIdsSuite extends AnyFunSuite {
       val newest = (6 to 1 by -1).find(v =>
         new File(dir, s"${v}_${chain(v).get}.snapshot").exists()).get
       val listed = checkpointDir(dir).readManifest(newest, chain(newest)).names
-      val older = names(dir).filter(n => n.endsWith(".journal") &&
-        n.split("_")(0).toLong <= newest && !listed(n))
+      val older = names(dir).filter(n =>
+        n.endsWith(".journal") &&
+          n.split("_")(0).toLong <= newest && !listed(n))
       older.foreach(n => assert(new File(dir, n).delete()))
       withProvider(rootOf(dir), conf) { (fresh, _) =>
         assert(read(fresh, 6, chain.last) === models.last)

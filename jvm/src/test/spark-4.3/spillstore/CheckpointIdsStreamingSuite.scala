@@ -75,8 +75,9 @@ class CheckpointIdsStreamingSuite extends AnyFunSuite {
       // Batch 8 committed version 9 of each partition's store under the id recorded.
       ids.zipWithIndex.foreach { case (id, partition) =>
         val journal = new File(checkpoint, s"state/0/$partition/9_$id.journal")
-        assert(journal.exists(), s"$journal; the store holds " +
-          new File(checkpoint, s"state/0/$partition").list().sorted.mkString(", "))
+        assert(journal.exists(),
+          s"$journal; the store holds " +
+            new File(checkpoint, s"state/0/$partition").list().sorted.mkString(", "))
       }
     } finally {
       spark.stop()

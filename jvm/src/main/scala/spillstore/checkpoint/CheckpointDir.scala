@@ -47,8 +47,9 @@ final class CheckpointDir private (val path: Path, hadoopConf: Configuration,
    * errors about a file no listing had) is named with `?` for its id.
    */
   def file(kind: Kind, version: Long): Path =
-    new Path(path, CheckpointDir.name(kind, version,
-      if (lineage.knows(version)) lineage.idOf(version) else Some("?")))
+    new Path(path,
+      CheckpointDir.name(kind, version,
+        if (lineage.knows(version)) lineage.idOf(version) else Some("?")))
 
   /** The header extension a file of `kind` at `version` is written with along this view. */
   private def idsFor(kind: Kind, version: Long): Option[StateFile.Ids] =
@@ -66,7 +67,7 @@ final class CheckpointDir private (val path: Path, hadoopConf: Configuration,
       body: StateFile.Writer => Unit): CheckpointDir.Written = {
     val early = if (format < 0) takeEarly(kind, version) else None
     finish(early.getOrElse(create(file(kind, version), kind, version,
-      if (format < 0) formatFor(version) else format)), body)
+          if (format < 0) formatFor(version) else format)), body)
   }
 
   /**

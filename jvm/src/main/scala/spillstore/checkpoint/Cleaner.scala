@@ -82,14 +82,16 @@ final class Cleaner(dir: CheckpointDir) extends Logging {
       confirmed: Option[Lineage]): Int = {
     val keepFrom = kept.version
     // Format v2: the files of attempts that lost, at versions the confirmed lineage knows.
-    val losing = confirmed.toSeq.flatMap(c => listing.all.filter(n =>
-      n.version >= keepFrom && n.version <= c.tip && c.knows(n.version) &&
-        !c.has(n.version, n.id)))
+    val losing = confirmed.toSeq.flatMap(c =>
+      listing.all.filter(n =>
+        n.version >= keepFrom && n.version <= c.tip && c.knows(n.version) &&
+          !c.has(n.version, n.id)))
     val losingSnapshots = losing.filter(_.kind == StateFile.Snapshot)
     // Snapshots above the confirmed tip, of any id, may be of the batch running now.
-    val pending = confirmed.toSeq.flatMap(c => listing.all.toSeq.filter(n =>
-      n.kind == StateFile.Snapshot && n.version > c.tip).sortBy(_.version)
-      .flatMap(n => readable(n.version, n.id)))
+    val pending = confirmed.toSeq.flatMap(c =>
+      listing.all.toSeq.filter(n =>
+        n.kind == StateFile.Snapshot && n.version > c.tip).sortBy(_.version)
+        .flatMap(n => readable(n.version, n.id)))
     val newer = listing.snapshots.filter(_ > keepFrom).toSeq.sorted.flatMap(readable(_))
     val listed = (kept +: (newer ++ pending)).flatMap(_.names).toSet
     def unlisted(name: String) = !listed.contains(name)
@@ -105,8 +107,9 @@ final class Cleaner(dir: CheckpointDir) extends Logging {
         unlisted(dir.file(StateFile.Journal, v).getName)).toSeq.sorted
     val temps = listing.temps.collect { case (name, v) if v < keepFrom => name }.toSeq.sorted
     // Below keepFrom, other ids' files go as the lineage's do (the view lists only its own).
-    val older = confirmed.toSeq.flatMap(c => listing.all.toSeq.filter(n =>
-      n.version < keepFrom && !c.has(n.version, n.id) && unlisted(n.name)))
+    val older = confirmed.toSeq.flatMap(c =>
+      listing.all.toSeq.filter(n =>
+        n.version < keepFrom && !c.has(n.version, n.id) && unlisted(n.name)))
     val others = (older ++ losing.filter(n => unlisted(n.name))).map(_.name).distinct.sorted
     runs.sorted.foreach(dir.deleteNamed)
     snapshots.foreach(dir.delete(StateFile.Snapshot, _))

@@ -98,13 +98,14 @@ final class Recovery(dir: CheckpointDir, spillDir: () => File) extends Logging {
       // written with format v2 and the caller passed no id (Spark 4.0's state data source).
       val idsOnly = dir.lineage.idOf(v).isEmpty && listing.all.exists(n =>
         n.kind == StateFile.Journal && n.version == v && n.id.isDefined)
+      val hint =
+        if (!idsOnly) ""
+        else "; this checkpoint names its versions by checkpoint ids (spark.sql.streaming." +
+        s"stateStore.checkpointFormatVersion=2), and version $to was asked for without one"
       throw SpillStoreSparkBridge.cannotReadStateFile(f,
         new FileNotFoundException(
           s"$f does not exist: version $to of this store cannot be rebuilt " +
-            s"(it needs journals ${from + 1} to $to after snapshot $from)" +
-            (if (idsOnly) "; this checkpoint names its versions by checkpoint ids " +
-              "(spark.sql.streaming.stateStore.checkpointFormatVersion=2), and version " +
-              s"$to was asked for without one" else "")))
+            s"(it needs journals ${from + 1} to $to after snapshot $from)$hint"))
     }
 
   private def replayJournals(from: Long, to: Long, state: TieredState): Unit = {
