@@ -75,10 +75,7 @@ final class SpillStateStore private[spillstore] (
    * pairs are the committed version's, through a read view of it.
    */
   private[spillstore] def allPairs(): (Iterator[UnsafeRowPair], () => Unit) = {
-    if (state == Committed) {
-      return provider.open(newVersion, writable = false, forceSnapshotOnCommit = false,
-        upgrading = null).allPairs()
-    }
+    if (state == Committed) return provider.openCommitted(this).allPairs()
     use()
     val entries = guarded(live.iterator())
     (pairs(entries), () => entries.close())

@@ -152,13 +152,23 @@ class SpillStoreProvider extends JarLine.Checked with ProviderAdapter with Loggi
   }
 
   /**
+   * A read view of the version `store` committed, under its checkpoint id with format v2 (3.5
+   * and 4.0 iterate a write store after its commit). Spark did not pass this pair in, and the
+   * attempt may yet lose, so it confirms nothing.
+   */
+  private[spillstore] def openCommitted(store: SpillStateStore): SpillStateStore =
+    open(store.checkpointVersion, writable = false, forceSnapshotOnCommit = false,
+      upgrading = null, ckptId = store.attempt.map(_.id), fromSpark = false)
+
+  /**
    * Opens a store on the live state at `version` (with checkpoint format v2, the pair
    * (`version`, `ckptId`)) under a lease (see the class doc): the lease of `upgrading`, the
-   * current lease when it is this task's, or a new one.
+   * current lease when it is this task's, or a new one. `fromSpark`: Spark passed the pair in,
+   * from its commit log, so maintenance may trust its lineage (`confirmed`).
    */
   private[spillstore] def open(version: Long, writable: Boolean, forceSnapshotOnCommit: Boolean,
       upgrading: SpillStateStore, replayFrom: Long = -1L,
-      ckptId: Option[String] = None): SpillStateStore = {
+      ckptId: Option[String] = None, fromSpark: Boolean = true): SpillStateStore = {
     if (version < 0) throw SpillStoreSparkBridge.unexpectedVersion(version)
     if (ckptId.isDefined && !checkpointIds) {
       // Spark 4.2 goes on passing the ids of a v2 checkpoint after a switch back to v1.
@@ -209,7 +219,7 @@ class SpillStoreProvider extends JarLine.Checked with ProviderAdapter with Loggi
       }
       // Spark asks only for versions its commit log has (a retried batch for the one before).
       knownCommitted(version)
-      if (checkpointIds && replayFrom < 0 && version > confirmed.tip) {
+      if (checkpointIds && fromSpark && replayFrom < 0 && version > confirmed.tip) {
         confirmed = liveHolder.loadedLineage
       }
       val attempt =

@@ -234,6 +234,33 @@ class CheckpointIdsSuite extends AnyFunSuite {
     }
   }
 
+  test("a write store iterated after its commit (complete mode on 4.0) reads its own " +
+    "attempt's version, and confirms nothing: a losing attempt never decides what cleanup keeps") {
+    val conf = v2Conf(minDeltas = 1, retain = 1)
+    withProvider(sqlConf = conf) { (p, dir) =>
+      val (chain, models) = commitChain(p, 3, seed = 51, maintain = true)
+      // Attempt a commits 4 here and iterates its store after the commit, as 4.0 does.
+      val (a, modelA) = TestTasks.run(nextAttempt()) { _ =>
+        val s = p.getStore(3, chain.last)
+        val next = change(s, models.last, new Random(52))
+        s.commit()
+        (s.getStateStoreCheckpointInfo(), contents(s) -> next)
+      } match { case (info, (seen, next)) => assert(seen === next); (info, next) }
+      // Attempt b, on another executor, is the one Spark records; it passes (4, b) on.
+      val (b, modelB) = withProvider(rootOf(dir), conf) { (q, _) =>
+        batch(q, 3, chain.last, models.last, seed = 53)
+      }
+      assert(read(p, 4, b.stateStoreCkptId) === modelB)
+      p.doMaintenance()
+      withProvider(rootOf(dir), conf) { (fresh, _) =>
+        assert(read(fresh, 4, b.stateStoreCkptId) === modelB)
+      }
+      assert(modelA !== modelB, "setup: the attempts differ")
+      assert(!names(dir).contains(s"4_${a.stateStoreCkptId.get}.snapshot"),
+        s"the losing attempt was snapshotted: ${names(dir)}")
+    }
+  }
+
   test("with checkpoint format v1, an id is refused and the info carries none, as before") {
     withProvider() { (p, _) =>
       TestTasks.run(nextAttempt()) { _ =>
@@ -316,7 +343,7 @@ object CheckpointIdsSuite {
     (ids.result(), models.result())
   }
 
-  private def change(s: StateStore, model: Map[Long, Long], rnd: Random): Map[Long, Long] = {
+  def change(s: StateStore, model: Map[Long, Long], rnd: Random): Map[Long, Long] = {
     var m = model
     for (_ <- 0 until 100) {
       val k = rnd.nextInt(150).toLong
