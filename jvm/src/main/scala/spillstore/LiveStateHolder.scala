@@ -102,18 +102,29 @@ private[spillstore] final class LiveStateHolder(newLiveState: () => TieredState,
    * Brings the live state to exactly `at` (with checkpoint format v2: exactly the pair (`at`,
    * `id`), id None being the empty state at 0 or v1 names above it): as is, forward by
    * journals of the same lineage, or by reloading that lineage; with `replayFrom` >= 0, always
-   * reloaded from that snapshot and the journals after it (v1 names).
+   * reloaded from the snapshot of (`replayFrom`, `replayFromId`) and the journals after it,
+   * along the lineage of (`at`, `id`).
    */
-  def load(at: Long, id: Option[String], replayFrom: Long): Unit = {
+  def load(at: Long, id: Option[String], replayFrom: Long,
+      replayFromId: Option[String] = None): Unit = {
     if (replayFrom >= 0) {
       version = -1
-      val names = if (checkpointIds) Lineage.v1Upto(at) else Lineage.V1
-      try recovery.along(names).loadFromSnapshot(replayFrom, at, current)
-      catch {
+      try {
+        val names =
+          if (!checkpointIds) Lineage.V1
+          else id.fold(Lineage.v1Upto(at))(recovery.lineageOf(at, _, deep = true))
+        if (replayFrom > 0 && replayFromId.isDefined && !names.has(replayFrom, replayFromId)) {
+          throw new IllegalArgumentException(s"$name: the snapshot of version $replayFrom " +
+            s"with checkpoint id ${replayFromId.get} is not on the lineage of version $at " +
+            s"with checkpoint id ${id.getOrElse("(none)")} ($names): the state data source " +
+            "was given ids of two different runs of this checkpoint")
+        }
+        recovery.along(names).loadFromSnapshot(replayFrom, at, current)
+        lineage = names
+      } catch {
         case e: Throwable => current.clear(); throw e
       }
       version = at
-      lineage = names
     } else if (version != at || !lineage.has(at, id)) {
       try {
         var target =

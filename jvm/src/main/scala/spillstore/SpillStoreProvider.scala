@@ -167,16 +167,10 @@ class SpillStoreProvider extends JarLine.Checked with ProviderAdapter with Loggi
    * from its commit log, so maintenance may trust its lineage (`confirmed`).
    */
   private[spillstore] def open(version: Long, writable: Boolean, forceSnapshotOnCommit: Boolean,
-      upgrading: SpillStateStore, replayFrom: Long = -1L,
+      upgrading: SpillStateStore, replayFrom: Long = -1L, replayFromId: Option[String] = None,
       ckptId: Option[String] = None, fromSpark: Boolean = true): SpillStateStore = {
     if (version < 0) throw SpillStoreSparkBridge.unexpectedVersion(version)
-    if (ckptId.isDefined && !checkpointIds) {
-      // Spark 4.2 goes on passing the ids of a v2 checkpoint after a switch back to v1.
-      throw Unsupported(
-        s"checkpoint id ${ckptId.get} for version $version with " +
-          "spark.sql.streaming.stateStore.checkpointFormatVersion=1", s"store $stateStoreId",
-        "This checkpoint was written with checkpointFormatVersion=2: run it with 2")
-    }
+    if (ckptId.isDefined && !checkpointIds) refuseIds(version, ckptId.get)
     if (ckptId.isDefined && version == 0) {
       throw new IllegalArgumentException(s"$this: version 0 is the empty state and has no " +
         s"checkpoint id, but ${ckptId.get} was passed")
@@ -211,7 +205,7 @@ class SpillStoreProvider extends JarLine.Checked with ProviderAdapter with Loggi
           (live.ownership.acquire(holder, taskAttemptId, holderIdle(task)), true)
         }
       liveHolder.opening(writable, version)
-      try liveHolder.load(version, ckptId, replayFrom)
+      try liveHolder.load(version, ckptId, replayFrom, replayFromId)
       catch {
         case e: Throwable =>
           if (fresh) live.release(lease, s"loading version $version failed: $e")
@@ -261,16 +255,34 @@ class SpillStoreProvider extends JarLine.Checked with ProviderAdapter with Loggi
 
   /**
    * Spark's `SupportsFineGrainedReplay` (4.0+, through the line's adapter): `endVersion` built
-   * from the snapshot of `snapshotVersion` and the journals after it.
+   * from the snapshot of `snapshotVersion` and the journals after it; with checkpoint format
+   * v2 (4.1+ passes the ids), along the lineage of (`endVersion`, `endId`), whose snapshot of
+   * `snapshotVersion` must be `snapshotId`'s.
    */
-  private[spillstore] def replay(snapshotVersion: Long, endVersion: Long,
-      writable: Boolean): SpillStateStore =
+  private[spillstore] def replay(snapshotVersion: Long, endVersion: Long, writable: Boolean,
+      snapshotId: Option[String] = None, endId: Option[String] = None): SpillStateStore =
     open(endVersion, writable, forceSnapshotOnCommit = false, upgrading = null,
-      replayFrom = snapshotVersion)
+      replayFrom = snapshotVersion, replayFromId = snapshotId, ckptId = endId)
 
-  /** The changes of versions `start` to `end` (Spark's change feed); the caller closes it. */
-  private[spillstore] def changeFeed(start: Long, end: Long): ChangeFeed =
-    new ChangeFeed(dir, start, end)
+  /**
+   * The changes of versions `start` to `end` (Spark's change feed), with format v2 along the
+   * lineage of (`end`, `endId`); the caller closes it.
+   */
+  private[spillstore] def changeFeed(start: Long, end: Long,
+      endId: Option[String] = None): ChangeFeed = {
+    if (endId.isDefined && !checkpointIds) refuseIds(end, endId.get)
+    val names =
+      if (!checkpointIds) Lineage.V1
+      else endId.fold(Lineage.v1Upto(end))(dir.lineageOf(end, _, dir.list(), deep = true))
+    new ChangeFeed(dir.along(names), start, end)
+  }
+
+  // Spark 4.2 goes on passing the ids of a v2 checkpoint after a switch back to v1.
+  private def refuseIds(version: Long, id: String): Nothing =
+    throw Unsupported(
+      s"checkpoint id $id for version $version with " +
+        "spark.sql.streaming.stateStore.checkpointFormatVersion=1", s"store $stateStoreId",
+      "This checkpoint was written with checkpointFormatVersion=2: run it with 2")
 
   /** Where `store`'s commit writes: along its attempt's lineage with format v2. */
   private def journalDir(store: SpillStateStore): CheckpointDir =

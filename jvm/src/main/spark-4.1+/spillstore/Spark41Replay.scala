@@ -2,29 +2,26 @@ package spillstore
 
 import org.apache.spark.sql.execution.streaming.state._
 
-/** Spark 4.1+'s `SupportsFineGrainedReplay`: read-only replays and checkpoint ids. */
+/**
+ * Spark 4.1+'s `SupportsFineGrainedReplay`: read-only replays, and with checkpoint format v2
+ * the ids of the snapshot and end versions from Spark's commit log.
+ */
 trait Spark41Replay extends SupportsFineGrainedReplay { self: SpillStoreProvider =>
   override def replayStateFromSnapshot(snapshotVersion: Long, endVersion: Long, readOnly: Boolean,
       snapshotVersionStateStoreCkptId: Option[String],
-      endVersionStateStoreCkptId: Option[String]): StateStore = {
-    Spark4Replay.checkNoCheckpointIds(this, "replayStateFromSnapshot (snapshotStartBatchId)",
-      snapshotVersionStateStoreCkptId, endVersionStateStoreCkptId)
-    replay(snapshotVersion, endVersion, writable = !readOnly)
-  }
+      endVersionStateStoreCkptId: Option[String]): StateStore =
+    replay(snapshotVersion, endVersion, writable = !readOnly, snapshotVersionStateStoreCkptId,
+      endVersionStateStoreCkptId)
 
   override def replayReadStateFromSnapshot(snapshotVersion: Long, endVersion: Long,
       snapshotVersionStateStoreCkptId: Option[String],
-      endVersionStateStoreCkptId: Option[String]): ReadStateStore = {
-    Spark4Replay.checkNoCheckpointIds(this, "replayReadStateFromSnapshot (snapshotStartBatchId)",
-      snapshotVersionStateStoreCkptId, endVersionStateStoreCkptId)
-    replay(snapshotVersion, endVersion, writable = false)
-  }
+      endVersionStateStoreCkptId: Option[String]): ReadStateStore =
+    replay(snapshotVersion, endVersion, writable = false, snapshotVersionStateStoreCkptId,
+      endVersionStateStoreCkptId)
 
   override def getStateStoreChangeDataReader(startVersion: Long, endVersion: Long,
       colFamilyNameOpt: Option[String], endVersionStateStoreCkptId: Option[String])
-      : SpillStoreChangeData.Reader = {
-    Spark4Replay.checkNoCheckpointIds(this, "the change feed (readChangeFeed)",
+      : SpillStoreChangeData.Reader =
+    Spark4Replay.changeDataReader(this, startVersion, endVersion, colFamilyNameOpt,
       endVersionStateStoreCkptId)
-    Spark4Replay.changeDataReader(this, startVersion, endVersion, colFamilyNameOpt)
-  }
 }

@@ -16,7 +16,7 @@ import org.scalatest.funsuite.AnyFunSuite
 import org.apache.spark.{SparkException, TestTasks}
 import org.apache.spark.sql.catalyst.expressions.{GenericInternalRow, UnsafeProjection}
 import org.apache.spark.sql.execution.streaming.state.{
-  SpillStoreSparkBridge, StateStore, StateStoreCheckpointInfo
+  RecordType, SpillStoreSparkBridge, StateStore, StateStoreCheckpointInfo
 }
 import org.apache.spark.sql.internal.SQLConf
 
@@ -258,6 +258,59 @@ class CheckpointIdsSuite extends AnyFunSuite {
       assert(modelA !== modelB, "setup: the attempts differ")
       assert(!names(dir).contains(s"4_${a.stateStoreCkptId.get}.snapshot"),
         s"the losing attempt was snapshotted: ${names(dir)}")
+    }
+  }
+
+  test("the state data source with ids (4.1+): snapshotStartBatchId and the change feed read " +
+    "exactly the lineage Spark recorded, never a losing attempt's files of the same versions") {
+    val conf = v2Conf(minDeltas = 1000, retain = 100)
+    withProvider(sqlConf = conf) { (p, dir) =>
+      var id: Option[String] = None
+      var model = Map.empty[Long, Long]
+      val models = scala.collection.mutable.Map(0L -> model)
+      val ids = scala.collection.mutable.Map(0L -> id)
+      for (v <- 0L until 8L) {
+        // A losing attempt of every version, on another executor; it snapshots version 3 too.
+        withProvider(rootOf(dir), conf) { (q, _) =>
+          batch(q, v, id, model, seed = 200 + v.toInt, force = v + 1 == 3)
+        }
+        val (won, next) = batch(p, v, id, model, seed = 60 + v.toInt, force = v + 1 == 3)
+        id = won.stateStoreCkptId
+        model = next
+        models(v + 1) = model
+        ids(v + 1) = id
+      }
+      assert(names(dir).count(_.startsWith("3_")) === 4, s"setup: ${names(dir)}")
+      withProvider(rootOf(dir), conf) { (reader, _) =>
+        for (end <- 3L to 8L) {
+          val s = reader.replayReadStateFromSnapshot(3, end, ids(3L), ids(end))
+          assert(contents(s) === models(end), s"from 3 to $end")
+        }
+        assert(contents(reader.replayReadStateFromSnapshot(0, 8, None, ids(8L))) === models(8L))
+        for ((start, end) <- Seq((1L, 8L), (4L, 6L), (8L, 8L))) {
+          val feed = reader.getStateStoreChangeDataReader(start, end, None, ids(end))
+          val got =
+            try feed.map { case (kind, k, v, batchId) =>
+                (batchId + 1, k.getLong(0),
+                  if (kind == RecordType.DELETE_RECORD) None else Some(v.getLong(0)))
+              }.toSet
+            finally feed.closeIfNeeded()
+          val expected = (start to end).flatMap { v =>
+            val (before, after) = (models(v - 1), models(v))
+            (before.keySet ++ after.keySet).filter(k => before.get(k) != after.get(k))
+              .map(k => (v, k, after.get(k)))
+          }.toSet
+          assert(got === expected, s"change feed $start to $end")
+        }
+        // The snapshot of a run the end's lineage does not pass through: named, not read.
+        val loser = names(dir).collectFirst {
+          case n if n.startsWith("3_") && n.endsWith(".snapshot") && !n.contains(ids(3L).get) =>
+            n.stripPrefix("3_").stripSuffix(".snapshot")
+        }.get
+        val e = intercept[IllegalArgumentException](
+          reader.replayReadStateFromSnapshot(3, 8, Some(loser), ids(8L)))
+        assert(e.getMessage.contains(loser) && e.getMessage.contains("not on the lineage"))
+      }
     }
   }
 
