@@ -31,7 +31,7 @@ constraints_of = $(if $(filter 3.5,$(1)),"numpy<2" "pyarrow<20",)
 # The smaller end-to-end set for 4.0, 4.1, 4.2 (docs/testing.md: which target runs what).
 E2E_SMALL := tests/test_package.py tests/test_cli.py tests/test_e2e_spillstore.py \
   tests/test_e2e_restart.py tests/test_e2e_spill.py tests/test_e2e_metrics.py tests/test_migrate.py \
-  tests/test_change_feed.py tests/test_e2e_maintenance_faults.py
+  tests/test_change_feed.py tests/test_e2e_maintenance_faults.py tests/test_e2e_checkpoint_ids.py
 
 .PHONY: all venv venvs jar jars demo test test-lane-jvm test-lane-e2e test-fast test-jvm test-python test-heavy test-cluster test-remote \
   test-connect test-lines test-conformance $(foreach l,$(OTHER_LINES),test-line-$(l) test-conformance-$(l)) \

@@ -18,6 +18,7 @@ import spillstore.tiered.TieredState
  * | `current` | the live state; a new one when a newer attempt takes over | changed under the provider's monitor; read by store calls (volatile) |
  * | `version` | the committed version `current` holds; -1 when it must be loaded before use | the provider's monitor |
  * | `lineage` | which attempts' files `version` is made of ([[Lineage]]): always [[Lineage.V1]] with checkpoint format v1; with v2, the lineage loaded (from the snapshot it was loaded from, or the newest snapshot written on it since) and each commit appended. Meaningless while `version` is -1 | the provider's monitor |
+ * | `checkpointIds` | checkpoint format v2: set at construction, or once by [[readIds]] before any load (a reader of a v2 checkpoint) | the provider's monitor |
  * | `writer` | the write store of the current lease whose batch is open, if any | the provider's monitor |
  * | `doomed` | earlier states not freed yet: each counts in the memory budget until its holder, or [[reclaimDoomed]] once that holder is gone, frees it (it unregisters itself then) | the provider's monitor |
  *
@@ -25,7 +26,7 @@ import spillstore.tiered.TieredState
  * task ends and unloads take; store calls never take it.
  */
 private[spillstore] final class LiveStateHolder(newLiveState: () => TieredState, recovery: Recovery,
-    name: String, checkpointIds: Boolean)
+    name: String, private var checkpointIds: Boolean)
     extends Logging {
   @volatile private var current: TieredState = newLiveState()
   private var version = -1L
@@ -76,6 +77,16 @@ private[spillstore] final class LiveStateHolder(newLiveState: () => TieredState,
 
   /** `store`'s batch ended (committed or aborted). */
   def ended(store: SpillStateStore): Unit = if (writer eq store) writer = null
+
+  /** Loads by checkpoint ids from now on (a reader of a v2 checkpoint); only before any load. */
+  def readIds(): Unit = {
+    if (version >= 0 || writer != null) {
+      throw new IllegalStateException(s"$name cannot switch to checkpoint ids: it holds " +
+        s"version $version${if (writer != null) " with a batch open" else ""}")
+    }
+    checkpointIds = true
+    lineage = Lineage.Empty
+  }
 
   /** `newVersion` committed, under checkpoint id `id` (format v2). */
   def committed(newVersion: Long, id: Option[String]): Unit = {

@@ -51,7 +51,7 @@ import spillstore.tiered.{Lease, TieredState}
  * Which live state, at which version, with which batch open: `LiveStateHolder`, changed only under
  * the provider's monitor.
  *
- * Checkpoint format v2 (`checkpointIds`, fixed at init): every write store gets a fresh id
+ * Checkpoint format v2 (`checkpointIds`, set at init): every write store gets a fresh id
  * for its commit (`SpillStateStore.Attempt`), its journal is `<v+1>_<id>.journal`, and a load
  * asks for a (version, id) pair and gets exactly that lineage. Maintenance trusts only pairs
  * Spark passed in, which its commit log holds:
@@ -75,8 +75,11 @@ class SpillStoreProvider extends JarLine.Checked with ProviderAdapter with Loggi
   private[spillstore] var memory: MemoryManager = _
   /** The executor's figures ([[ExecutorScope]]), taken at init. */
   private[spillstore] var executorStats: ExecutorStats = _
-  /** Checkpoint format v2: files named by checkpoint ids (see the class doc). */
-  private var checkpointIds = false
+  /**
+   * Checkpoint format v2: files named by checkpoint ids (see the class doc). Set at init from
+   * Spark's conf, or by the first read given an id ([[readIdsOf]]); read by maintenance threads.
+   */
+  @volatile private var checkpointIds = false
   @volatile private var confirmed: Lineage = Lineage.Empty
 
   /** The live state (see [[LiveStateHolder]]). */
@@ -170,7 +173,7 @@ class SpillStoreProvider extends JarLine.Checked with ProviderAdapter with Loggi
       upgrading: SpillStateStore, replayFrom: Long = -1L, replayFromId: Option[String] = None,
       ckptId: Option[String] = None, fromSpark: Boolean = true): SpillStateStore = {
     if (version < 0) throw SpillStoreSparkBridge.unexpectedVersion(version)
-    if (ckptId.isDefined && !checkpointIds) refuseIds(version, ckptId.get)
+    if (ckptId.isDefined && !checkpointIds) readIdsOf(version, ckptId.get, writable)
     if (ckptId.isDefined && version == 0) {
       throw new IllegalArgumentException(s"$this: version 0 is the empty state and has no " +
         s"checkpoint id, but ${ckptId.get} was passed")
@@ -270,19 +273,34 @@ class SpillStoreProvider extends JarLine.Checked with ProviderAdapter with Loggi
    */
   private[spillstore] def changeFeed(start: Long, end: Long,
       endId: Option[String] = None): ChangeFeed = {
-    if (endId.isDefined && !checkpointIds) refuseIds(end, endId.get)
-    val names =
-      if (!checkpointIds) Lineage.V1
-      else endId.fold(Lineage.v1Upto(end))(dir.lineageOf(end, _, dir.list(), deep = true))
+    val names = endId match {
+      case Some(id) => dir.lineageOf(end, id, dir.list(), deep = true)
+      case None => if (checkpointIds) Lineage.v1Upto(end) else Lineage.V1
+    }
     new ChangeFeed(dir.along(names), start, end)
   }
 
-  // Spark 4.2 goes on passing the ids of a v2 checkpoint after a switch back to v1.
-  private def refuseIds(version: Long, id: String): Nothing =
-    throw Unsupported(
-      s"checkpoint id $id for version $version with " +
-        "spark.sql.streaming.stateStore.checkpointFormatVersion=1", s"store $stateStoreId",
-      "This checkpoint was written with checkpointFormatVersion=2: run it with 2")
+  /**
+   * An id passed in while Spark's conf says format v1. A reader that has loaded nothing yet
+   * follows the ids: Spark's state data source takes them from the commit log whatever its
+   * session's format conf (4.3 records the format in the commit log only, not in the offset log
+   * its reader's conf comes from). A write would commit v1 names onto an id's lineage, which no
+   * later load could follow: refused (Spark 4.2 goes on passing a v2 checkpoint's ids after a
+   * switch back to v1).
+   */
+  private def readIdsOf(version: Long, id: String, writable: Boolean): Unit = synchronized {
+    if (writable || liveHolder.loadedVersion >= 0) {
+      throw Unsupported(
+        s"checkpoint id $id for version $version with " +
+          "spark.sql.streaming.stateStore.checkpointFormatVersion=1", s"store $stateStoreId",
+        "This checkpoint was written with checkpointFormatVersion=2: run it with 2")
+    }
+    if (!checkpointIds) {
+      logInfo(s"$this reads checkpoint ids: the checkpoint was written with format v2")
+      checkpointIds = true
+      liveHolder.readIds()
+    }
+  }
 
   /** Where `store`'s commit writes: along its attempt's lineage with format v2. */
   private def journalDir(store: SpillStateStore): CheckpointDir =

@@ -314,6 +314,34 @@ class CheckpointIdsSuite extends AnyFunSuite {
     }
   }
 
+  test("a reader whose conf says v1 follows the ids it is given (Spark 4.3's state data " +
+    "source: the format is in the commit log, not in the offset log its conf comes from)") {
+    val conf = v2Conf(minDeltas = 2, retain = 100)
+    TempDirs.withTempDir("ids-reader") { root =>
+      val (chain, models) =
+        withProvider(root, conf) { (p, _) => commitChain(p, 6, seed = 71, maintain = true) }
+      withProvider(root) { (reader, _) => assert(read(reader, 6, chain(6)) === models(6)) }
+      withProvider(root) { (reader, dir) =>
+        val snapshot = (5 to 1 by -1).find(v =>
+          new File(dir, s"${v}_${chain(v).get}.snapshot").exists()).get
+        val s = reader.replayReadStateFromSnapshot(snapshot, 6, chain(snapshot), chain(6))
+        assert(contents(s) === models(6))
+      }
+      withProvider(root) { (reader, _) =>
+        val feed = reader.getStateStoreChangeDataReader(6, 6, None, chain(6))
+        try assert(feed.map(_._2.getLong(0)).toSet === models(6).keySet.filter(k =>
+            models(5).get(k) != models(6).get(k)) ++ models(5).keySet.diff(models(6).keySet))
+        finally feed.closeIfNeeded()
+      }
+      // A write would commit v1 names onto an id's lineage: still refused.
+      withProvider(root) { (writer, _) =>
+        val e = intercept[UnsupportedOperationException](
+          TestTasks.run(nextAttempt())(_ => writer.getStore(6, chain(6))))
+        assert(e.getMessage.contains("run it with 2"))
+      }
+    }
+  }
+
   test("with checkpoint format v1, an id is refused and the info carries none, as before") {
     withProvider() { (p, _) =>
       TestTasks.run(nextAttempt()) { _ =>
