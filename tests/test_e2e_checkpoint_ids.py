@@ -7,6 +7,7 @@ lineage Spark recorded; complete output mode (4.0 iterates a store after its com
 
 from __future__ import annotations
 
+import contextlib
 import json
 import re
 from collections.abc import Callable, Iterator
@@ -97,10 +98,14 @@ def test_v2_state_data_source_reads_the_recorded_lineage(
             reader = reader.option(name, value)
         return sorted(harness.canonical(r) for r in reader.load().collect())
 
-    for batch in (1, 3, last):
-        assert state(checkpoint, batchId=batch) == state(v1.checkpoint, batchId=batch), batch
     feed = {"readChangeFeed": True, "changeStartBatchId": 0, "changeEndBatchId": last}
-    assert state(checkpoint, **feed) == state(v1.checkpoint, **feed)
+    expected = {batch: state(v1.checkpoint, batchId=batch) for batch in (1, 3, last)}
+    expected_feed = state(v1.checkpoint, **feed)
+    # Spark 4.1 reads a v2 commit log only in a session set to format 2; 4.2+ in any session.
+    with _format_v2(spark) if harness.SPARK_LINE == (4, 1) else contextlib.nullcontext():
+        for batch, rows in expected.items():
+            assert state(checkpoint, batchId=batch) == rows, batch
+        assert state(checkpoint, **feed) == expected_feed
 
 
 def test_v2_complete_output_mode_across_a_restart(spark: Any, tmp_path: Path) -> None:
