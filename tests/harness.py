@@ -812,6 +812,17 @@ def state_files(checkpoint: Path) -> dict[Path, dict[str, set[int]]]:
     return stores
 
 
+_V2_STATE_FILE = re.compile(r"\d+_[0-9a-f-]{36}\.(journal|snapshot)")
+
+
+def names_by_checkpoint_ids(checkpoint: Path) -> bool:
+    """Whether the checkpoint has spillstore state files, all named by checkpoint ids
+    (checkpoint format v2: ``<v>_<id>.journal``)."""
+    names = [p.name for p in (checkpoint / "state").rglob("*")
+             if p.is_file() and p.suffix in (".journal", ".snapshot")]
+    return bool(names) and all(_V2_STATE_FILE.fullmatch(n) for n in names)
+
+
 def metric_totals(progress: Sequence[Mapping[str, Any]], name: str) -> int | None:
     """``name`` summed over all batches and state operators; None if never reported."""
     values = [m[name] for m in map(spillstore.state_metrics, progress) if name in m]

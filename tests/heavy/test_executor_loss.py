@@ -33,20 +33,30 @@ JOB = harness.JOBS / "executor_loss_job.py"
 # (variant, spillstore memoryBudget or None for the default, [(shape, seed)]): the seed picks
 # the input, the batch during which the kill comes (after 1 to 4 committed batches), the delay
 # into that batch's job (0-0.4 s) and which of the two executors dies.
+# The last variant runs with checkpoint format v2 (Spark 4.x): the retried tasks commit under
+# new checkpoint ids beside the killed attempts' files.
 VARIANTS = [
-    ("default_budget", None, [("agg", 11), ("dedup_agg", 12)]),
-    ("budget_1_byte", "1", [("dedup_agg", 22), ("session", 23), ("join", 24)]),
+    ("default_budget", None, [("agg", 11), ("dedup_agg", 12)], 1),
+    ("budget_1_byte", "1", [("dedup_agg", 22), ("session", 23), ("join", 24)], 1),
+    ("v2_budget_1_byte", "1", [("session", 33)], 2),
 ]
+V2_LINES = pytest.mark.skipif(harness.SPARK_LINE < (4, 0),
+                              reason="Spark 3.5 has no checkpoint format v2")
 
 
 @pytest.mark.heavy
-@pytest.mark.parametrize(("variant", "budget", "trials"), VARIANTS, ids=[v[0] for v in VARIANTS])
+@pytest.mark.parametrize(
+    ("variant", "budget", "trials", "checkpoint_format"),
+    [pytest.param(*v, marks=[V2_LINES] if v[3] == 2 else []) for v in VARIANTS],
+    ids=[v[0] for v in VARIANTS])
 def test_executor_killed_mid_batch_query_completes_exactly(
-    tmp_path: Path, variant: str, budget: str | None, trials: list[tuple[str, int]]
+    tmp_path: Path, variant: str, budget: str | None, trials: list[tuple[str, int]],
+    checkpoint_format: int
 ) -> None:
     spec = tmp_path / "spec.json"
     spec.write_text(json.dumps({"workdir": str(tmp_path), "budget": budget,
-                                "trials": [{"shape": s, "seed": n} for s, n in trials]}))
+                                "trials": [{"shape": s, "seed": n} for s, n in trials],
+                                "checkpoint_format": checkpoint_format}))
     # In a process group and temp dir of its own (harness.run_job): the executor JVM killed
     # here cannot delete its temporary files (native libraries it unpacked) itself.
     result = harness.run_job([str(JOB), str(spec)], tmp_path, timeout_s=600)
@@ -93,6 +103,8 @@ def test_executor_killed_mid_batch_query_completes_exactly(
             f"{name}: killed executor {r['victim']} after batches {r['committed_at_kill']}:\n"
             + harness.describe_difference(outputs, expected, "spillstore", "expected"))
         assert harness.all_rows(outputs) == harness.all_rows(expected)
+        if checkpoint_format == 2:
+            assert harness.names_by_checkpoint_ids(tmp_path / str(n) / "checkpoint"), name
 
         left = {Path(p).name: v for p, v in r["victim_roots_left"].items()}
         print(f"{name}: SIGKILL executor {r['victim']} (pid {r['pid']}) {r['delay_s']} s into "
@@ -130,15 +142,20 @@ SPECULATION_JOB = harness.JOBS / "speculation_job.py"
 
 
 @pytest.mark.heavy
-def test_speculative_copy_of_a_slow_stateful_task_output_exact(tmp_path: Path) -> None:
+@pytest.mark.parametrize("checkpoint_format", [1, pytest.param(2, marks=V2_LINES)],
+                         ids=["v1", "v2"])
+def test_speculative_copy_of_a_slow_stateful_task_output_exact(
+        tmp_path: Path, checkpoint_format: int) -> None:
     """``spark.speculation=true`` on two hosts (speculation_job.py): one task of a session
     window's stateful stage sleeps, a speculative copy on the other host writes the same
     state version and succeeds, and the query's output equals the default provider's, with
-    every entry in the cold tier."""
+    every entry in the cold tier. With checkpoint format v2 the two attempts write that
+    version under different checkpoint ids, and the commit log records the copy's."""
     slow_batch = 3
     spec = tmp_path / "spec.json"
     spec.write_text(json.dumps({"workdir": str(tmp_path), "budget": "1", "shape": "session",
-                                "seed": 31, "slow_batch": slow_batch}))
+                                "seed": 31, "slow_batch": slow_batch,
+                                "checkpoint_format": checkpoint_format}))
     result = harness.run_job([str(SPECULATION_JOB), str(spec)], tmp_path, timeout_s=600)
     assert result.returncode == 0, result.stdout[-4000:] + result.stderr[-8000:]
     r = json.loads(result.stdout.strip().splitlines()[-1])
@@ -158,6 +175,8 @@ def test_speculative_copy_of_a_slow_stateful_task_output_exact(tmp_path: Path) -
     assert sum(len(rows) for rows in expected.values()) > 0, "no output"
     assert outputs == expected, harness.describe_difference(
         outputs, expected, "spillstore", "default provider")
+    if checkpoint_format == 2:
+        assert harness.names_by_checkpoint_ids(tmp_path / "checkpoint")
     print(f"speculation: task (stage, partition) {r['slept']} slept; its attempts "
           f"{attempts}; {r['query_s']} s, batches {r['batch_ms']} ms; "
           f"{sum(len(v) for v in expected.values())} rows exact")

@@ -4,9 +4,10 @@ SIGKILLed in the middle of a batch of each; the queries carry on without a resta
     python tests/jobs/executor_loss_job.py SPEC.json
 
 SPEC.json: ``{"workdir", "budget" (a spillstore memoryBudget, or null for the default),
-"trials": [{"shape", "seed"}]}``. Every trial writes its input (``inputs(shape, seed)``) into
-``<workdir>/<i>/input/<source>``, runs its query with ``availableNow`` and
-``maxFilesPerTrigger=1`` (file i of each source is batch i), kills one executor once at least
+"trials": [{"shape", "seed"}], "checkpoint_format" (optional, see ``session_confs``)}``. Every
+trial writes its input (``inputs(shape, seed)``) into ``<workdir>/<i>/input/<source>``, runs
+its query with ``availableNow`` and ``maxFilesPerTrigger=1`` (file i of each source is batch i),
+kills one executor once at least
 ``kill_after`` batches are committed and a job of the next one is running, and writes each
 batch's rows to ``<workdir>/<i>/output`` (``harness.batch_writer``). Shapes whose exact output
 plain Python does not model (``REFERENCE_SHAPES``: session windows and a stream-stream join,
@@ -256,6 +257,16 @@ def killer(spark: Any, checkpoint: Path, local_dir: Path, rnd: random.Random,
                                              for r in report["local_roots"])
 
 
+CHECKPOINT_FORMAT_CONF = "spark.sql.streaming.stateStore.checkpointFormatVersion"
+
+
+def session_confs(spec: dict[str, Any]) -> dict[str, str]:
+    """The spec's ``checkpoint_format`` (optional: 2 runs spillstore's queries with checkpoint
+    format v2, Spark 4.x) as session confs."""
+    fmt = spec.get("checkpoint_format")
+    return {} if fmt is None else {CHECKPOINT_FORMAT_CONF: str(fmt)}
+
+
 def start(spark: Any, shape: str, sources: dict[str, tuple[Path, str]], checkpoint: Path,
           output: Path, build: Callable[..., Any] = query,
           before_batch: Callable[[int], None] | None = None) -> Any:
@@ -273,8 +284,10 @@ def start(spark: Any, shape: str, sources: dict[str, tuple[Path, str]], checkpoi
 def run_reference(spark: Any, shape: str, sources: dict[str, tuple[Path, str]],
                   trial_dir: Path, build: Callable[..., Any] = query) -> None:
     """The shape's query (see ``start``) without a kill, its state kept by Spark's default
-    provider."""
+    provider (with checkpoint format v1, the only one it supports)."""
+    checkpoint_format = spark.conf.get(CHECKPOINT_FORMAT_CONF, None)
     spark.conf.set(harness.PROVIDER_CONF, harness.DEFAULT)
+    spark.conf.set(CHECKPOINT_FORMAT_CONF, "1")
     try:
         handle = start(spark, shape, sources, trial_dir / "reference-checkpoint",
                        trial_dir / "reference", build)
@@ -285,6 +298,10 @@ def run_reference(spark: Any, shape: str, sources: dict[str, tuple[Path, str]],
             raise RuntimeError(f"reference run failed: {handle.exception()}")
     finally:
         spark.conf.set(harness.PROVIDER_CONF, harness.SPILLSTORE)
+        if checkpoint_format is None:
+            spark.conf.unset(CHECKPOINT_FORMAT_CONF)
+        else:
+            spark.conf.set(CHECKPOINT_FORMAT_CONF, checkpoint_format)
 
 
 def jvm_dirs(local_dir: Path) -> list[dict[str, Any]]:
@@ -383,6 +400,7 @@ def main(spec_file: str) -> int:
         .config("spark.local.dir", str(local_dir))
         # A fetch from the dead executor fails at once instead of after 3 retries 5 s apart.
         .config("spark.shuffle.io.maxRetries", "0")
+        .config(map=session_confs(spec))
         .getOrCreate()
     )
     spark.sparkContext.setLogLevel("ERROR")

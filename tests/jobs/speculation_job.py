@@ -4,7 +4,8 @@ speculative copy of it, the copy's success ends the batch, and the query's outpu
     python tests/jobs/speculation_job.py SPEC.json
 
 SPEC.json: ``{"workdir", "budget" (a spillstore memoryBudget, or null), "shape" (one of
-executor_loss_job.REFERENCE_SHAPES), "seed", "slow_batch"}``.
+executor_loss_job.REFERENCE_SHAPES), "seed", "slow_batch", "checkpoint_format" (optional, see
+executor_loss_job.session_confs)}``.
 
 Spark never runs a speculative copy on a host where an attempt of the task runs, and every
 executor of ``local-cluster`` is on the driver's host; so this job starts a standalone master
@@ -158,6 +159,7 @@ def main(spec_file: str) -> int:
             .config("spark.speculation.minTaskRuntime", "2s")
             # Speculate by run time alone, not by the task's rate of records.
             .config("spark.speculation.efficiency.enabled", "false")
+            .config(map=loss.session_confs(spec))
             .getOrCreate()
         )
         spark.sparkContext.setLogLevel("ERROR")
