@@ -117,3 +117,54 @@ def test_state_data_source_reads_the_same_state(
         assert _state_rows(spark, ours, batchId=batch, **options) == expected, f"batch {batch}"
         nonempty += bool(expected)
     assert nonempty, "no state to compare"
+
+
+@pytest.mark.skipif(harness.SPARK_LINE < (4, 0), reason="Spark 3.5 has no transformWithState")
+def test_transform_with_state_is_refused_naming_the_provider(spark: Any, tmp_path: Path) -> None:
+    """transformWithState needs column families: spillstore refuses it at init on 4.0 and 4.1,
+    and Spark 4.2+ itself refuses any provider but RocksDB's for it (SPARK-54117), naming
+    spillstore's class and the provider to use instead."""
+    import pandas as pd
+    from pyspark.sql.streaming import StatefulProcessor, StatefulProcessorHandle
+    from pyspark.sql.types import LongType, StringType, StructField, StructType
+
+    class Count(StatefulProcessor):
+        def init(self, handle: StatefulProcessorHandle) -> None:
+            self.count = handle.getValueState("count", StructType([StructField("c", LongType())]))
+
+        def handleInputRows(self, key: Any, rows: Any, timerValues: Any) -> Any:
+            n = (self.count.get()[0] if self.count.exists() else 0) + sum(len(r) for r in rows)
+            self.count.update((n,))
+            yield pd.DataFrame({"key": [key[0]], "n": [n]})
+
+        def close(self) -> None:
+            pass
+
+    inputs = harness.write_inputs(tmp_path, ("events",), range(1))
+    out = StructType([StructField("key", StringType()), StructField("n", LongType())])
+    previous = spark.conf.get(harness.PROVIDER_CONF, None)
+    spark.conf.set(harness.PROVIDER_CONF, SPILLSTORE)
+    try:
+        df = harness.streams(spark, inputs)["events"].groupBy("key").transformWithStateInPandas(
+            Count(), out, "Update", "None")
+        handle = (df.writeStream.format("noop").outputMode("update")
+                  .option("checkpointLocation", str(tmp_path / "checkpoint"))
+                  .trigger(availableNow=True).start())
+        try:
+            handle.awaitTermination(harness.QUERY_TIMEOUT_S)
+        except Exception as e:  # the query's failure
+            error = str(e)
+        else:
+            error = str(handle.exception())
+        finally:
+            handle.stop()
+    finally:
+        if previous is None:
+            spark.conf.unset(harness.PROVIDER_CONF)
+        else:
+            spark.conf.set(harness.PROVIDER_CONF, previous)
+    if harness.SPARK_LINE >= (4, 2):
+        assert "STORE_BACKEND_NOT_SUPPORTED_FOR_TWS" in error, error
+        assert SPILLSTORE in error and "RocksDBStateStoreProvider" in error, error
+    else:
+        assert "column families (transformWithState)" in error, error
