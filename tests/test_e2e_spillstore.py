@@ -119,11 +119,12 @@ def test_state_data_source_reads_the_same_state(
     assert nonempty, "no state to compare"
 
 
-@pytest.mark.skipif(harness.SPARK_LINE < (4, 0), reason="Spark 3.5 has no transformWithState")
+@pytest.mark.skipif(harness.SPARK_LINE < (4, 2),
+                    reason="before 4.2 the provider refuses column families (a JVM test)")
 def test_transform_with_state_is_refused_naming_the_provider(spark: Any, tmp_path: Path) -> None:
-    """transformWithState needs column families: spillstore refuses it at init on 4.0 and 4.1,
-    and Spark 4.2+ itself refuses any provider but RocksDB's for it (SPARK-54117), naming
-    spillstore's class and the provider to use instead."""
+    """Spark 4.2+ refuses any provider but RocksDB's for transformWithState (SPARK-54117),
+    naming spillstore's class and the provider to use instead; before 4.2 spillstore refuses
+    it at init (column families, SpillStoreProviderSuite)."""
     import pandas as pd
     from pyspark.sql.streaming import StatefulProcessor, StatefulProcessorHandle
     from pyspark.sql.types import LongType, StringType, StructField, StructType
@@ -163,8 +164,5 @@ def test_transform_with_state_is_refused_naming_the_provider(spark: Any, tmp_pat
             spark.conf.unset(harness.PROVIDER_CONF)
         else:
             spark.conf.set(harness.PROVIDER_CONF, previous)
-    if harness.SPARK_LINE >= (4, 2):
-        assert "STORE_BACKEND_NOT_SUPPORTED_FOR_TWS" in error, error
-        assert SPILLSTORE in error and "RocksDBStateStoreProvider" in error, error
-    else:
-        assert "column families (transformWithState)" in error, error
+    assert "STORE_BACKEND_NOT_SUPPORTED_FOR_TWS" in error, error
+    assert SPILLSTORE in error and "RocksDBStateStoreProvider" in error, error
