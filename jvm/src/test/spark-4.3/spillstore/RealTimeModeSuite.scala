@@ -55,9 +55,9 @@ class RealTimeModeSuite extends AnyFunSuite with BeforeAndAfterAll {
     val input = LowLatencyMemoryStream[String](spark, 1)
     withConfs(ProviderKey -> Spill) {
       val e = intercept[Exception](start(input.toDF().groupBy("value").count(),
-        new File(root, "refused"), Trigger.RealTime("3 seconds")))
+          new File(root, "refused"), Trigger.RealTime("3 seconds")))
       assert(e.isInstanceOf[SparkThrowable] &&
-        e.asInstanceOf[SparkThrowable].getCondition ==
+          e.asInstanceOf[SparkThrowable].getCondition ==
           "STREAMING_REAL_TIME_MODE.SQL_CONFIGURATION_NOT_SUPPORTED", e)
       assert(e.getMessage.contains(ProviderKey), e.getMessage)
     }
@@ -220,7 +220,8 @@ object RealTimeModeSuite {
   /** The data files of every store under the checkpoint's state dir (Spark's metadata aside). */
   private def stateFiles(ckpt: File): Seq[String] =
     FileUtils.listFiles(new File(ckpt, "state"), null, true).asScala.toSeq
-      .filterNot(f => f.getPath.contains("_metadata") || f.getPath.contains("_stateSchema") ||
-        f.getName.endsWith(".crc") || f.getName.startsWith("."))
+      .filterNot(f =>
+        f.getPath.contains("_metadata") || f.getPath.contains("_stateSchema") ||
+          f.getName.endsWith(".crc") || f.getName.startsWith("."))
       .map(_.getName)
 }
