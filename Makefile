@@ -35,7 +35,7 @@ E2E_SMALL := tests/test_package.py tests/test_cli.py tests/test_e2e_spillstore.p
 
 .PHONY: all venv venvs jar jars demo test test-lane-jvm test-lane-e2e test-fast test-jvm test-python test-heavy test-cluster test-remote \
   test-connect test-lines test-conformance $(foreach l,$(OTHER_LINES),test-line-$(l) test-conformance-$(l)) \
-  test-s3 test-install dist bench bench-remote bench-api clean servers lint fmt doc-tables
+  test-s3 test-install dist bench bench-remote bench-api bench-latency clean servers lint fmt doc-tables
 
 all: jar
 
@@ -232,6 +232,22 @@ bench-remote: $(PKG_JAR) $(SERVERS)
 # The 10M-key scenario needs the larger heap: the default provider copies its map each batch.
 bench-api: $(VENV)/.installed
 	bin/sbt 'set spillstore / Test / javaOptions += "-Xmx12g"' "spillstore/Test/runMain spillstore.bench.ApiBench $(BENCH_ARGS)"
+
+# Real-time mode latency (Spark 4.3, local mode): spillstore with the state fitting its budget and
+# several times it, against Spark's RocksDB provider; 1M keys, input rates swept upwards until p99
+# reaches 1 s; a JVM and a JSON each in LATENCY_OUT (GC logs gc-<pid>.log beside them). About 15
+# minutes. RealTimeLatencyBench's scaladoc lists its arguments, e.g.
+#   make bench-latency LATENCY_ARGS="rates=10000,50000 seconds=10"
+LATENCY_OUT ?= target/bench-latency
+LATENCY_FIT_BUDGET ?= 1g
+LATENCY_SPILL_BUDGET ?= 24m
+latency_run = "spillstore/Test/runMain spillstore.bench.RealTimeLatencyBench $(1) out=$(abspath $(LATENCY_OUT))/$(2).json $(LATENCY_ARGS)"
+bench-latency: $(VENV)/.installed
+	mkdir -p $(LATENCY_OUT)
+	bin/sbt 'set spillstore / Test / javaOptions ++= Seq("-Xmx6g", "-Xlog:gc:file=$(abspath $(LATENCY_OUT))/gc-%p.log")' \
+	  $(call latency_run,provider=spillstore budget=$(LATENCY_FIT_BUDGET),spillstore-fit) \
+	  $(call latency_run,provider=spillstore budget=$(LATENCY_SPILL_BUDGET),spillstore-spill) \
+	  $(call latency_run,provider=rocksdb,rocksdb)
 
 clean:
 	rm -rf target jvm/target jvm/lines project/target python/spillstore/jars dist python/build
