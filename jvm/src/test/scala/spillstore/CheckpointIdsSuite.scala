@@ -126,24 +126,10 @@ class CheckpointIdsSuite extends AnyFunSuite {
     // No snapshot by maintenance's own schedule: only the ones forced on commit.
     val conf = v2Conf(minDeltas = 1000, retain = 3)
     withProvider(sqlConf = conf) { (p, dir) =>
-      var id: Option[String] = None
-      var model = Map.empty[Long, Long]
-      val models = scala.collection.mutable.Map(0L -> model)
-      val ids = scala.collection.mutable.Map(0L -> id)
-      val losers = scala.collection.mutable.Map.empty[Long, String]
-      for (v <- 0L until 9L) {
-        // A losing attempt first, on another executor; at version 5 it forces a snapshot
-        // that is newer than the confirmed lineage's (at 2) and below the horizon (9 - 3).
-        val (lost, _) = withProvider(rootOf(dir), conf) { (q, _) =>
-          batch(q, v, id, model, seed = 100 + v.toInt, force = v + 1 == 5)
-        }
-        losers(v + 1) = lost.stateStoreCkptId.get
-        val (won, next) = batch(p, v, id, model, seed = v.toInt, force = v + 1 == 2)
-        id = won.stateStoreCkptId
-        model = next
-        models(v + 1) = model
-        ids(v + 1) = id
-      }
+      // The losing attempt at version 5 forces a snapshot that is newer than the confirmed
+      // lineage's (at 2) and below the horizon (9 - 3).
+      val (ids, models, losers) =
+        raceChain(p, dir, conf, 9, seed = 0, loserSnapshotAt = 5, snapshotAt = 2)
       assert(new File(dir, s"5_${losers(5L)}.snapshot").exists(), "setup: the loser's snapshot")
       assert(new File(dir, s"2_${ids(2L).get}.snapshot").exists(), "setup: the lineage's")
       // Spark passes (9, id9) for the next batch: that confirms the whole lineage to 9.
@@ -265,21 +251,8 @@ class CheckpointIdsSuite extends AnyFunSuite {
     "exactly the lineage Spark recorded, never a losing attempt's files of the same versions") {
     val conf = v2Conf(minDeltas = 1000, retain = 100)
     withProvider(sqlConf = conf) { (p, dir) =>
-      var id: Option[String] = None
-      var model = Map.empty[Long, Long]
-      val models = scala.collection.mutable.Map(0L -> model)
-      val ids = scala.collection.mutable.Map(0L -> id)
-      for (v <- 0L until 8L) {
-        // A losing attempt of every version, on another executor; it snapshots version 3 too.
-        withProvider(rootOf(dir), conf) { (q, _) =>
-          batch(q, v, id, model, seed = 200 + v.toInt, force = v + 1 == 3)
-        }
-        val (won, next) = batch(p, v, id, model, seed = 60 + v.toInt, force = v + 1 == 3)
-        id = won.stateStoreCkptId
-        model = next
-        models(v + 1) = model
-        ids(v + 1) = id
-      }
+      val (ids, models, _) =
+        raceChain(p, dir, conf, 8, seed = 60, loserSnapshotAt = 3, snapshotAt = 3)
       assert(names(dir).count(_.startsWith("3_")) === 4, s"setup: ${names(dir)}")
       withProvider(rootOf(dir), conf) { (reader, _) =>
         for (end <- 3L to 8L) {
@@ -396,6 +369,32 @@ object CheckpointIdsSuite {
       assert(s.getStateStoreCheckpointInfo() == info, "checkpoint info changed between calls")
       (info, next)
     }
+
+  /**
+   * `versions` batches on `p`, each first attempted by a losing attempt on another provider of
+   * `dir` (another executor) from the same base: Spark records the winners, `p`'s. The losing
+   * attempt of `loserSnapshotAt` and `p`'s of `snapshotAt` force snapshots. Returns the
+   * winners' ids and models by version (0: none, empty) and the losers' ids by version.
+   */
+  def raceChain(p: SpillStoreProvider, dir: String, conf: SQLConf, versions: Int, seed: Int,
+      loserSnapshotAt: Long, snapshotAt: Long)
+      : (Map[Long, Option[String]], Map[Long, Map[Long, Long]], Map[Long, String]) = {
+    var ids = Map(0L -> Option.empty[String])
+    var models = Map(0L -> Map.empty[Long, Long])
+    var losers = Map.empty[Long, String]
+    for (v <- 0L until versions.toLong) {
+      val (lost, _) = withProvider(rootOf(dir), conf) { (q, _) =>
+        batch(q, v, ids(v), models(v), seed = seed + 100 + v.toInt,
+          force = v + 1 == loserSnapshotAt)
+      }
+      losers += (v + 1) -> lost.stateStoreCkptId.get
+      val (won, next) = batch(p, v, ids(v), models(v), seed = seed + v.toInt,
+        force = v + 1 == snapshotAt)
+      ids += (v + 1) -> won.stateStoreCkptId
+      models += (v + 1) -> next
+    }
+    (ids, models, losers)
+  }
 
   /**
    * Commits `versions` batches from (`from`, `startId`), each loading the id the one before
