@@ -235,8 +235,9 @@ bench-api: $(VENV)/.installed
 
 # Real-time mode latency (Spark 4.3, local mode): spillstore with the state fitting its budget and
 # several times it, against Spark's RocksDB provider; 1M keys, input rates swept upwards until p99
-# reaches 1 s; a JVM and a JSON each in LATENCY_OUT (GC logs gc-<pid>.log beside them). About 15
-# minutes. RealTimeLatencyBench's scaladoc lists its arguments, e.g.
+# reaches 1 s; a JVM and a JSON each in LATENCY_OUT (GC logs gc-<pid>.log beside them). About 10
+# minutes on 2 cores. The 24m budget is about a quarter of the 1M keys' ~90 MB of state.
+# RealTimeLatencyBench's scaladoc lists its arguments, e.g.
 #   make bench-latency LATENCY_ARGS="rates=10000,50000 seconds=10"
 LATENCY_OUT ?= target/bench-latency
 LATENCY_FIT_BUDGET ?= 1g
