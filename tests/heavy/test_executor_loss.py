@@ -114,10 +114,11 @@ def test_executor_killed_mid_batch_query_completes_exactly(
               f"{r['replaced_after_s']} s; {r['query_s']} s, batches {r['batch_ms']} ms; "
               f"{sum(len(v) for v in expected.values())} rows exact; dead executor's local dir "
               f"at the end of the trial: {left}")
-    if budget == "1":
+    if budget == "1" and len(trials) > 1:
         # Before the application ends: a killed executor's per-JVM dir is gone once an executor
         # started after the kill on the same worker has spilled (its first spill sweeps the dead
-        # JVMs' dirs in the sibling spark-* roots of the worker's application dir).
+        # JVMs' dirs in the sibling spark-* roots of the worker's application dir). Only trials
+        # after a kill make its successor spill for sure: a variant of one trial may end first.
         before = final["before_stop"]
         alive = [d for d in before["jvm_dirs"] if d["alive"]]
         assert {d["pid"] for d in alive} <= set(before["executors"].values()), before
