@@ -23,7 +23,7 @@ import org.apache.spark.sql.streaming.{StreamingQuery, Trigger}
  * reads the checkpoint; a restarted query then takes the provider its offset log records
  * (`OffsetSeqMetadata.setSessionConf`). So a query started on spillstore in micro-batch mode
  * with checkpoint format v2, and restarted in real-time mode with no provider named, runs on
- * spillstore (README, "Real-time mode").
+ * spillstore (docs/checkpoint-v2.md, "Real-time mode").
  *
  * Each scenario runs the same query and input on spillstore that way and on RocksDB's
  * provider: a micro-batch first batch, a real-time run stopped mid-stream (its batch running),
