@@ -60,11 +60,9 @@ def test_v2_crash_between_state_and_batch_commit_then_restart_is_exact(
     with _format_v2(spark):
         harness.run_query(spark, query, inputs, checkpoint, output, SPILLSTORE, crash_at=2)
         assert harness.committed_batches(checkpoint) == [0, 1]
-        harness.run_query(spark, query, inputs, checkpoint, output, SPILLSTORE)
-    reference = full_run(query, DEFAULT)
-    outputs = harness.read_outputs(output)
-    difference = harness.describe_difference(outputs, reference.outputs, "spillstore", "default")
-    assert outputs == reference.outputs, f"{query} differs:\n{difference}"
+        resumed = harness.run_query(spark, query, inputs, checkpoint, output, SPILLSTORE)
+    harness.assert_same_output_as_default(resumed, full_run(query, DEFAULT), query,
+                                          "spillstore v2")
     assert harness.names_by_checkpoint_ids(checkpoint)
     names = _state_file_names(checkpoint)
     # Version 3 (batch 2) has two journals per store: the failed attempt's and the retry's.
