@@ -175,8 +175,8 @@ test-install: dist
 # (the jars, every venv, the servers' class paths) is built first, so that no two sbt runs
 # overlap; each lane runs its suites one after the other and prints each one's minutes
 # (docs/testing.md says which suite goes in which lane, and why).
-LANE_JVM := test-jvm test-conformance test-remote test-line-4.0 test-line-4.1 test-line-4.2 test-install
-LANE_E2E := test-python test-heavy test-cluster test-line-3.5
+LANE_JVM := test-jvm test-conformance test-remote test-line-4.0 test-line-4.1 test-install
+LANE_E2E := test-python test-heavy test-cluster test-line-3.5 test-line-4.2
 test: $(PKG_JAR) $(SERVERS) venvs lint
 	$(MAKE) --no-print-directory -j2 --output-sync=line test-lane-jvm test-lane-e2e
 
