@@ -12,7 +12,8 @@ import shutil
 import signal
 import subprocess
 import sys
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -24,6 +25,7 @@ from spillstore.checkpoint import inspect_checkpoint
 from spillstore.migrate import MigrationRefused, migrate
 
 ROCKSDB = "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider"
+FORMAT_CONF = "spark.sql.streaming.stateStore.checkpointFormatVersion"
 NAMES = {DEFAULT: "hdfs", SPILLSTORE: "spillstore", ROCKSDB: "rocksdb"}
 # Each phase is a run until the query stops by itself; the query is stopped between phases.
 PHASES = (range(0, 2), range(2, 4), range(4, NUM_BATCHES))
@@ -64,29 +66,50 @@ def _state(spark: Any, checkpoint: Path) -> dict[str, list[str]]:
 
 
 def _run_phases(spark: Any, query: str, workdir: Path, providers: Sequence[str],
-                migrate_between: bool) -> dict[str, Any]:
-    """Run ``query`` over PHASES, phase i selecting ``providers[i]``; with
-    ``migrate_between``, the stopped query's state is migrated to the next phase's provider
-    first. Returns per phase the providers its operators reported and the state after it."""
+                migrate_between: bool, formats: Sequence[int] | None = None) -> dict[str, Any]:
+    """Run ``query`` over PHASES, phase i selecting ``providers[i]`` (and with ``formats``,
+    the checkpoint format ``formats[i]`` in the session); with ``migrate_between``, the
+    stopped query's state is migrated to the next phase's provider (and format) first. Returns
+    per phase the providers its operators reported and the state after it."""
     checkpoint, output = workdir / "checkpoint", workdir / "output"
     ran_on, states, migrations = [], [], []
-    for i, (batches, provider) in enumerate(zip(PHASES, providers, strict=True)):
+    phase_formats = list(formats or [1] * len(PHASES))
+    for i, (batches, provider, fmt) in enumerate(zip(PHASES, providers, phase_formats,
+                                                     strict=True)):
         inputs = harness.write_inputs(workdir, QUERIES[query].sources, batches)
-        if migrate_between and i > 0 and provider != providers[i - 1]:
+        changed = i > 0 and (provider, fmt) != (providers[i - 1], phase_formats[i - 1])
+        if migrate_between and changed:
             harness.unload_state_stores(spark)  # as in a new process: no provider left open
             last_committed = harness.committed_batches(checkpoint)[-1]
             result = migrate(checkpoint, NAMES[provider], spark=spark, idle_seconds=0,
-                             progress=False)
+                             checkpoint_format=fmt if formats else None, progress=False)
             assert result.migrated and result.target == NAMES[provider], result
             assert result.batch == last_committed, result
+            assert result.checkpoint_format == fmt, result
             migrations.append(result)
-        run = harness.run_query(spark, query, inputs, checkpoint, output, provider)
-        operators = spillstore.operator_metrics(run.progress)
-        ran_on.append(sorted({op.provider or "?" for op in operators}))
-        states.append(_state(spark, checkpoint))
+        with _checkpoint_format(spark, fmt if formats else None):
+            run = harness.run_query(spark, query, inputs, checkpoint, output, provider)
+            operators = spillstore.operator_metrics(run.progress)
+            ran_on.append(sorted({op.provider or "?" for op in operators}))
+            # Spark 4.0's state data source passes no checkpoint ids: it reads no v2 state.
+            v2_unreadable = fmt == 2 and harness.SPARK_LINE < (4, 1)
+            states.append(None if v2_unreadable else _state(spark, checkpoint))
     harness.unload_state_stores(spark)
     return {"outputs": harness.read_outputs(output), "ran_on": ran_on, "states": states,
             "migrations": migrations, "checkpoint": checkpoint}
+
+
+@contextmanager
+def _checkpoint_format(spark: Any, fmt: int | None) -> Iterator[None]:
+    """The session's checkpoint format conf while a phase runs (None: left as it is)."""
+    if fmt is None:
+        yield
+        return
+    spark.conf.set(FORMAT_CONF, str(fmt))
+    try:
+        yield
+    finally:
+        spark.conf.unset(FORMAT_CONF)
 
 
 def _assert_same_as_unswitched(switched: dict[str, Any], reference: dict[str, Any],
@@ -96,7 +119,7 @@ def _assert_same_as_unswitched(switched: dict[str, Any], reference: dict[str, An
     assert switched["outputs"] == reference["outputs"], f"{query} outputs differ:\n{difference}"
     for phase, (got, expected) in enumerate(zip(switched["states"], reference["states"],
                                                 strict=True)):
-        assert got == expected, f"{query}: state after phase {phase} differs"
+        assert got is None or got == expected, f"{query}: state after phase {phase} differs"
 
 
 @pytest.mark.parametrize("query", _per_line(ALL_OPERATORS))
@@ -125,6 +148,65 @@ def test_rocksdb_to_spillstore(spark: Any, tmp_path: Path, query: str) -> None:
                            [ROCKSDB, SPILLSTORE, SPILLSTORE], True)
     assert switched["ran_on"] == [["rocksdb"], ["spillstore"], ["spillstore"]], switched["ran_on"]
     _assert_same_as_unswitched(switched, reference, query)
+
+
+def _commit_log(checkpoint: Path) -> dict[int, tuple[str, Any]]:
+    """Batch id -> (the entry's log version line, the checkpoint ids it records)."""
+    entries = {}
+    for batch in harness.committed_batches(checkpoint):
+        lines = (checkpoint / "commits" / str(batch)).read_text().splitlines()
+        entries[batch] = (lines[0], json.loads(lines[1]).get("stateUniqueIds"))
+    return entries
+
+
+needs_v2 = pytest.mark.skipif(harness.SPARK_LINE < (4, 0),
+                              reason="Spark 3.5 has no checkpoint format v2")
+
+
+@needs_v2
+def test_checkpoint_format_v1_to_v2_and_back(spark: Any, tmp_path: Path) -> None:
+    """spillstore's v1 checkpoint becomes v2 (spillstore to spillstore), then goes back to
+    Spark's default provider, which takes v1 only: exactly as if never switched; in the v2
+    phase the commit log records the ids of the join's four stores in Spark's order (a wrong
+    order fails the restart's base-id check or loads the wrong store), and every entry has the
+    format Spark 4.0 and 4.1 insist on."""
+    query = "join_left_outer"
+    reference = _run_phases(spark, query, tmp_path / "reference", [DEFAULT] * 3, False)
+    switched = _run_phases(spark, query, tmp_path / "switched", [SPILLSTORE] * 2 + [DEFAULT],
+                           True, formats=[1, 2, 1])
+    assert switched["ran_on"] == [["spillstore"], ["spillstore"], ["hdfs"]], switched["ran_on"]
+    _assert_same_as_unswitched(switched, reference, query)
+    onto_v2, back = switched["migrations"]
+    assert (onto_v2.source_checkpoint_format, onto_v2.checkpoint_format) == (1, 2)
+    assert (back.source_checkpoint_format, back.checkpoint_format) == (2, 1)
+    assert {line for line, _ in _commit_log(switched["checkpoint"]).values()} == {"v1"}
+    kept = sorted((switched["checkpoint"] / "_spillstore_migrations").iterdir())
+    assert [k.name.split("-", 2)[2] for k in kept] == ["spillstore-to-spillstore-v2",
+                                                      "spillstore-to-hdfs-v1"]
+
+
+@needs_v2
+@pytest.mark.one_line
+def test_rocksdb_v2_to_spillstore_keeps_v2(spark: Any, tmp_path: Path) -> None:
+    """A v2 checkpoint of RocksDB's provider (the provider Spark picks for real-time mode) is
+    read by the ids its commit log records, and stays v2 on spillstore: the commit log records
+    the new stores' ids, and the query goes on with them, exactly."""
+    query = "join_left_outer"
+    reference = _run_phases(spark, query, tmp_path / "reference", [ROCKSDB] * 3, False,
+                            formats=[2, 2, 2])
+    switched = _run_phases(spark, query, tmp_path / "switched", [ROCKSDB] + [SPILLSTORE] * 2,
+                           True, formats=[2, 2, 2])
+    assert switched["ran_on"] == [["rocksdb"], ["spillstore"], ["spillstore"]], switched["ran_on"]
+    _assert_same_as_unswitched(switched, reference, query)
+    (onto,) = switched["migrations"]
+    assert (onto.source, onto.source_checkpoint_format, onto.checkpoint_format) == (
+        "rocksdb", 2, 2)
+    log = _commit_log(switched["checkpoint"])
+    migrated = log[onto.batch][1]["0"]
+    journals = {p.name.split("_", 1)[1].removesuffix(".journal")
+                for p in (switched["checkpoint"] / "state" / "0").rglob(f"{onto.batch + 1}_*")}
+    assert {i for partition in migrated for i in partition} == journals
+    assert all(len(partition) == 4 for partition in migrated)
 
 
 # --------------------------------------------------------------------------------------------
@@ -305,10 +387,17 @@ def test_refusals_name_the_cause(spark: Any, stopped_query: Path, tmp_path: Path
     # what refusals leave: nothing new in the checkpoint
     assert sorted(p.relative_to(checkpoint) for p in checkpoint.rglob("*")) == untouched
 
-    format_v2 = tmp_path / "format-v2"
-    shutil.copytree(checkpoint, format_v2)
-    _set_recorded_conf(format_v2, "spark.sql.streaming.stateStore.checkpointFormatVersion", "2")
-    assert "checkpoint format v2 is not supported" in _refused(spark, format_v2)
+    message = _refused(spark, checkpoint, "hdfs", checkpoint_format=2)
+    assert "--checkpoint-format 2: Spark's HDFS-backed provider does not support" in message
+    assert "checkpoint formats are 1 and 2" in _refused(spark, checkpoint, checkpoint_format=3)
+    no_ids = tmp_path / "v2-without-ids"
+    shutil.copytree(checkpoint, no_ids)
+    last = inspect_checkpoint(no_ids).last_committed_batch
+    entry = no_ids / "commits" / str(last)
+    entry.write_text("v2\n" + entry.read_text().split("\n", 1)[1])
+    (no_ids / "commits" / f".{last}.crc").unlink(missing_ok=True)
+    message = _refused(spark, no_ids)
+    assert f"commits/{last} records no checkpoint ids of operator 0" in message
 
     unknown = tmp_path / "unknown-provider"
     shutil.copytree(checkpoint, unknown)

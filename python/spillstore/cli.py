@@ -120,14 +120,19 @@ def _checkpoint(args: argparse.Namespace) -> int:
 def _migrate(args: argparse.Namespace) -> int:
     try:
         result = migrate(args.checkpoint, args.to, batch=args.batch,
+                         checkpoint_format=args.checkpoint_format,
                          idle_seconds=args.idle_seconds, conf=dict(args.conf))
     except MigrationRefused as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
     if result.migrated:
-        print(f"migrated {result.checkpoint} from {result.source} to {result.target}: state of "
-              f"batch {result.batch}, {len(result.operators)} operators, {result.rows:,} rows, "
-              f"{result.seconds:.1f} s; originals kept in {result.originals}")
+        formats = ("" if result.source_checkpoint_format == result.checkpoint_format else
+                   f" (checkpoint format {result.source_checkpoint_format} to "
+                   f"{result.checkpoint_format})")
+        print(f"migrated {result.checkpoint} from {result.source} to {result.target}{formats}: "
+              f"state of batch {result.batch}, {len(result.operators)} operators, "
+              f"{result.rows:,} rows, {result.seconds:.1f} s; originals kept in "
+              f"{result.originals}")
     return 0
 
 
@@ -180,6 +185,10 @@ def _parser() -> argparse.ArgumentParser:
     move.add_argument("--to", choices=("spillstore", "hdfs", "rocksdb"), default="spillstore",
                       help="the target provider (default: %(default)s; hdfs is Spark's "
                       "default provider; rocksdb is refused)")
+    move.add_argument("--checkpoint-format", type=int, choices=(1, 2), default=None,
+                      help="the checkpoint format to leave (spark.sql.streaming.stateStore."
+                      "checkpointFormatVersion; 2 needs Spark 4.0+ and is refused for hdfs; "
+                      "default: the checkpoint's own, 1 for hdfs)")
     move.add_argument("--batch", type=int, default=None, metavar="N",
                       help="refuse unless N is the last committed batch (for scripts)")
     move.add_argument("--idle-seconds", type=int, default=60, metavar="S",

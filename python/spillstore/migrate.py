@@ -1,12 +1,15 @@
 """Move a stopped query's state to another state store provider
-(``python -m spillstore migrate CHECKPOINT --to spillstore|hdfs``).
+(``python -m spillstore migrate CHECKPOINT --to spillstore|hdfs [--checkpoint-format 1|2]``).
 
 Spark runs a restarted query on the provider its checkpoint records, so selecting spillstore
 for an existing query changes nothing. :func:`migrate` copies the state of the last committed
 batch of every stateful operator, partition and store with the providers' own code (the source
 provider reads it, the target provider commits it), reads it back to check each store's row
 count and checksum, and only then swaps the new state in and makes the offset log record the
-target provider. The originals are kept under ``<checkpoint>/_spillstore_migrations/``.
+target provider. With checkpoint format v2 (Spark 4.0+) the source is read by the checkpoint
+ids its commit log records, and the commit log is made to record the new stores' ids; a
+migration may also change the format (v1 to v2 and back), spillstore to spillstore included.
+The originals are kept under ``<checkpoint>/_spillstore_migrations/``.
 An interrupted run (even kill -9) is finished by running the same command again.
 
 The work is done in the JVM (``spillstore.migrate.Migration``); this module starts a local
@@ -52,6 +55,10 @@ class MigrationResult:
     target: str
     batch: int
     """The committed batch whose state was moved; the query continues after it."""
+    source_checkpoint_format: int
+    """The checkpoint format (1 or 2) the checkpoint was in."""
+    checkpoint_format: int
+    """The checkpoint format it is in now."""
     migrated: bool
     """False when the checkpoint already recorded the target provider."""
     originals: str | None
@@ -62,8 +69,8 @@ class MigrationResult:
 
 
 def migrate(checkpoint: str | Path, to: str = "spillstore", *, batch: int | None = None,
-            idle_seconds: int = 60, spark: Any = None, conf: Mapping[str, str] | None = None,
-            progress: bool = True) -> MigrationResult:
+            checkpoint_format: int | None = None, idle_seconds: int = 60, spark: Any = None,
+            conf: Mapping[str, str] | None = None, progress: bool = True) -> MigrationResult:
     """Move the state of the stopped query at ``checkpoint`` onto the provider ``to``.
 
     Args:
@@ -72,6 +79,10 @@ def migrate(checkpoint: str | Path, to: str = "spillstore", *, batch: int | None
         batch: if given, the batch the caller expects to be the last committed one; the
             migration is refused if it is not (a query restarts after its last committed
             batch, so only that batch's state can be moved).
+        checkpoint_format: the checkpoint format to leave the checkpoint in, 1 or 2
+            (``spark.sql.streaming.stateStore.checkpointFormatVersion``; 2 needs Spark 4.0+
+            and is refused for ``hdfs``); by default the checkpoint's own (1 for ``hdfs``).
+            Restart the query with that conf set to the same value.
         idle_seconds: the checkpoint's offset and commit logs must not have been written for
             this long, at the start and just before the swap (Spark keeps no lock on a
             checkpoint; this is how a running query is detected).
@@ -84,10 +95,13 @@ def migrate(checkpoint: str | Path, to: str = "spillstore", *, batch: int | None
 
     Raises:
         MigrationRefused: the checkpoint cannot be migrated as asked (running query, unknown
-            provider, transformWithState, checkpoint format v2, ...).
+            provider, transformWithState, a checkpoint format the target cannot take, ...).
     """
     if to not in TARGETS:
         raise MigrationRefused(f"unknown target provider {to!r}: use one of {', '.join(TARGETS)}")
+    if checkpoint_format not in (None, 1, 2):
+        raise MigrationRefused(f"checkpoint_format={checkpoint_format!r}: checkpoint formats "
+                               "are 1 and 2")
     if spark is not None and conf:
         raise ValueError("conf is for the session migrate starts: set it on the session "
                          "passed as spark instead")
@@ -101,7 +115,7 @@ def migrate(checkpoint: str | Path, to: str = "spillstore", *, batch: int | None
         try:
             text = jvm.spillstore.migrate.Migration.migrate(
                 spark._jsparkSession, str(checkpoint), to, -1 if batch is None else batch,
-                idle_seconds, progress)
+                idle_seconds, progress, checkpoint_format or 0)
         except Py4JJavaError as e:
             cause = e.java_exception
             if cause.getClass().getName() == "spillstore.migrate.MigrationRefusedException":
@@ -134,5 +148,7 @@ def _result(d: dict[str, Any]) -> MigrationResult:
         for o in d["operators"])
     return MigrationResult(
         checkpoint=str(d["checkpoint"]), source=str(d["source"]), target=str(d["target"]),
-        batch=int(d["batch"]), migrated=bool(d["migrated"]), originals=d.get("originals"),
+        batch=int(d["batch"]), source_checkpoint_format=int(d["sourceCheckpointFormat"]),
+        checkpoint_format=int(d["checkpointFormat"]), migrated=bool(d["migrated"]),
+        originals=d.get("originals"),
         rows=int(d["rows"]), seconds=float(d["seconds"]), operators=operators)

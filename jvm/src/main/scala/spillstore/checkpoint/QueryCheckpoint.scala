@@ -63,14 +63,14 @@ object QueryCheckpoint {
         .map { case (k, v) => k -> String.valueOf(v) }.toMap
     }
 
-    /** The same entry recording `provider` as the state store provider. */
-    def withProvider(provider: String): String = {
+    /** The same entry recording the confs `set` (the provider, the checkpoint format). */
+    def withConf(set: Map[String, String]): String = {
       val updated = metadata.deepCopy[ObjectNode]()
       val conf = updated.path("conf") match {
         case o: ObjectNode => o
         case _ => updated.putObject("conf")
       }
-      conf.put(SparkConfs.ProviderClass, provider)
+      set.foreach { case (k, v) => conf.put(k, v) }
       (lines.head +: Json.writeValueAsString(updated) +: lines.drop(2)).mkString("\n")
     }
   }

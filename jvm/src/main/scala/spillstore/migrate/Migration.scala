@@ -13,6 +13,7 @@ import org.apache.spark.sql.SparkSession
 import org.apache.spark.sql.execution.streaming.state.{StateStoreConf, StateStoreId}
 import org.apache.spark.sql.execution.streaming.state.SpillStoreSparkShim.CheckpointFileManager
 
+import spillstore.BuildInfo
 import spillstore.checkpoint.QueryCheckpoint
 import spillstore.conf.SparkConfs
 
@@ -22,16 +23,23 @@ import spillstore.conf.SparkConfs
  * Everything happens in the workspace `<checkpoint>/_spillstore_migration`, so the original
  * files stay untouched until the new ones are complete and verified:
  *
- *   1. plan     `plan.json`: source and target provider, the batch, the newest offset and commit.
+ *   1. plan     `plan.json`: source and target provider and checkpoint format, the batch, the
+ *               newest offset and commit.
  *   2. stage    each store's last committed version is copied into `staged-state/` by the
- *               providers' own code and read back (rows + checksum), then marked in `done/`.
+ *               providers' own code and read back (rows + checksum), then marked in `done/`
+ *               (with format v2, with the checkpoint id its commit got).
  *   3. swap     (`swap` written first) `state/` moves to `original-state/`, `staged-state/` to
- *               `state/` (each move marked done in the workspace), and the offset-log entries
- *               from the batch on are rewritten to record the target provider (their originals
- *               kept in `original-offsets/`).
+ *               `state/` (each move marked done in the workspace), the offset-log entries from
+ *               the batch on are rewritten to record the target provider (and the format), and
+ *               the commit log to record the format and, with v2, the new stores' checkpoint
+ *               ids (the originals kept in `original-offsets/` and `original-commits/`).
  *   4. finish   (`finish` written first, naming the place) the workspace moves to
  *               `_spillstore_migrations/<time>-<from>-to-<to>`, which keeps the originals for the
  *               user to delete.
+ *
+ * Checkpoint format v2 (Spark 4.0+): the source is read by the checkpoint ids the commit log
+ * records. The target format is the source's, but `hdfs` (Spark's HDFS-backed provider refuses
+ * v2), or the one asked for: a migration may change the format alone (spillstore to spillstore).
  *
  * Every step can be interrupted (kill -9) and the same command re-run: staging resumes from the
  * stores not marked done, and each swap step is done only if its marker is not there. Moves
@@ -50,7 +58,8 @@ import spillstore.conf.SparkConfs
  * of a move: `state-moved-<n>`, `staged-moved-<n>`, `finishing-<n>`.
  */
 final class Migration(spark: SparkSession, checkpoint: String, target: ProviderKind,
-    expectedBatch: Option[Long], idleMs: Long, progress: String => Unit)
+    expectedBatch: Option[Long], idleMs: Long, progress: String => Unit,
+    requestedFormat: Option[Int] = None)
     extends Logging {
   import Migration._
 
@@ -71,6 +80,7 @@ final class Migration(spark: SparkSession, checkpoint: String, target: ProviderK
   private val stagedState = new Path(workspace, "staged-state")
   private val originalState = new Path(workspace, "original-state")
   private val originalOffsets = new Path(workspace, "original-offsets")
+  private val originalCommits = new Path(workspace, "original-commits")
   private val doneDir = new Path(workspace, "done")
   private val finishMarker = new Path(workspace, "finish")
   private val move = new DirectoryMove(fs, DirectoryMove.byFile(fs))
@@ -86,8 +96,9 @@ final class Migration(spark: SparkSession, checkpoint: String, target: ProviderK
     }
     val layout = new CheckpointLayout(root, hadoopConf)
     val plan = existingPlan(layout).getOrElse(newPlan(layout))
-    if (plan.source == target) {
-      progress(s"$root already records the ${target.name} provider: nothing to migrate")
+    if (!plan.changes) {
+      progress(s"$root already records the ${target.name} provider with checkpoint format " +
+        s"${plan.targetFormat}: nothing to migrate")
       return summary(plan, Seq.empty, None, started)
     }
     val stores = if (fs.exists(swapMarker)) storesIn(doneDir) else stage(layout, plan)
@@ -103,9 +114,10 @@ final class Migration(spark: SparkSession, checkpoint: String, target: ProviderK
       return None
     }
     val plan = Plan.read(fs, planFile)
-    if (plan.target != target) {
+    if (plan.target != target || requestedFormat.exists(_ != plan.targetFormat)) {
       refuse(s"$workspace holds an unfinished migration of batch ${plan.batch} to " +
-        s"${plan.target.name}: run migrate with --to ${plan.target.name} to finish it" +
+        s"${plan.target.name} with checkpoint format ${plan.targetFormat}: run migrate with " +
+        s"--to ${plan.target.name} --checkpoint-format ${plan.targetFormat} to finish it" +
         (if (fs.exists(swapMarker)) "" else s", or delete $workspace (nothing was changed yet)"))
     }
     if (fs.exists(swapMarker)) {
@@ -137,25 +149,69 @@ final class Migration(spark: SparkSession, checkpoint: String, target: ProviderK
       refuse(s"--batch $b: the last committed batch of $root is $lastCommit, and a restarted " +
         s"query continues from it, so only its state can be migrated")
     }
-    layout.recordedConf.get(SparkConfs.CheckpointFormatVersion).filter(_ != "1").foreach { v =>
-      refuse(
-        s"${layout.offsetFile(layout.offsets.last)} records ${SparkConfs.CheckpointFormatVersion}=$v: " +
-          "checkpoint format v2 is not supported by spillstore")
-    }
+    val sourceFormat = CommitLogEntry.read(fs, commitFile(lastCommit)).checkpointFormat
+    val targetFormat =
+      requestedFormat.getOrElse(if (target == ProviderKind.Hdfs) 1 else sourceFormat)
+    checkFormat(targetFormat)
     checkIdle(layout)
     spark.streams.active.find(q => new Path(QueryCheckpoint.checkpointRoot(q)) == root).foreach {
       q =>
         refuse(s"query '${Option(q.name).getOrElse(q.id)}' is running on $root in this session: " +
           "stop it first")
     }
-    if (source != target) {
-      layout.operators // reads every operator's metadata: refusals come before any write
+    val plan = Plan(source, target, lastCommit, layout.offsets.lastOption, Some(lastCommit),
+      sourceFormat, targetFormat)
+    if (plan.changes) {
+      // Reads every operator's metadata and the ids to copy: refusals come before any write.
+      layout.operators.foreach { op =>
+        sourceIds(plan, op)
+        if (targetFormat == 2 && op.partitions != op.partitions.indices) {
+          refuse(s"${new Path(root, s"state/${op.id}")} has the partitions " +
+            s"${op.partitions.mkString(", ")}: checkpoint format 2 records an id for each " +
+            "partition from 0 on")
+        }
+      }
       fs.mkdirs(workspace)
+      writeAtomically(planFile, plan.json)
     }
-    val plan = Plan(source, target, lastCommit, layout.offsets.lastOption, Some(lastCommit))
-    if (source != target) writeAtomically(planFile, plan.json)
     plan
   }
+
+  private def commitFile(batch: Long): Path = new Path(root, s"commits/$batch")
+
+  private def checkFormat(format: Int): Unit = {
+    val key = s"--checkpoint-format $format"
+    if (format != 1 && format != 2) refuse(s"$key: checkpoint formats are 1 and 2")
+    if (format == 2 && BuildInfo.SparkLine.startsWith("3.")) {
+      refuse(s"$key: checkpoint format 2 needs Spark 4.0 or later; this is Spark " +
+        s"${org.apache.spark.SPARK_VERSION}")
+    }
+    if (format == 2 && target == ProviderKind.Hdfs) {
+      refuse(s"$key: Spark's HDFS-backed provider does not support checkpoint format 2 (Spark " +
+        "refuses it with STATE_STORE_CHECKPOINT_IDS_NOT_SUPPORTED): migrate to hdfs with " +
+        "--checkpoint-format 1, its default")
+    }
+  }
+
+  /**
+   * Each partition's checkpoint id of each store of `op` at the batch (format v2): the ids the
+   * batch's commit-log entry records, in the order of `op.stores`; refused if any is missing.
+   */
+  private def sourceIds(plan: Plan, op: CheckpointLayout.Operator): Map[(Int, String), String] =
+    if (plan.sourceFormat == 1) Map.empty
+    else {
+      val file = commitFile(plan.batch)
+      val recorded = CommitLogEntry.read(fs, file).stateIds(op.id).getOrElse(
+        refuse(s"$file records no checkpoint ids of operator ${op.id}, whose state is in " +
+          s"${new Path(root, s"state/${op.id}")}"))
+      val order = CommitLogEntry.storeOrder(op.id, op.stores.map(_.name))
+      (for (part <- op.partitions; (store, i) <- order.zipWithIndex) yield {
+        val id = recorded.lift(part).flatMap(_.lift(i)).getOrElse(
+          refuse(s"$file records no checkpoint id of operator ${op.id}'s store $store in " +
+            s"partition $part"))
+        (part, store) -> id
+      }).toMap
+    }
 
   private def checkIdle(layout: CheckpointLayout): Unit = {
     val logs = Seq("offsets", "commits").map(new Path(root, _)).filter(fs.exists)
@@ -180,8 +236,13 @@ final class Migration(spark: SparkSession, checkpoint: String, target: ProviderK
     // Reads a RocksDB checkpoint whether or not it was written with changelog checkpointing.
     if (plan.source == ProviderKind.RocksDb)
       sqlConf.setConfString(SparkConfs.RocksDbChangelogCheckpointing, "true")
-    val conf = new StateStoreConf(sqlConf)
-    val copier = new StoreCopy(plan.source, target, conf, hadoopConf)
+    def storeConf(format: Int) = {
+      val c = sqlConf.clone()
+      c.setConfString(SparkConfs.CheckpointFormatVersion, format.toString)
+      new StateStoreConf(c)
+    }
+    val copier = new StoreCopy(plan.source, target, storeConf(plan.sourceFormat),
+      storeConf(plan.targetFormat), hadoopConf)
     // Spark 4.1+'s providers report loads to the state store coordinator, which a session
     // creates (on every line, through this accessor) only for its first streaming query.
     spark.streams.getClass.getMethod("stateStoreCoordinator").invoke(spark.streams)
@@ -189,10 +250,13 @@ final class Migration(spark: SparkSession, checkpoint: String, target: ProviderK
     val total = layout.operators.map(o => o.partitions.size * o.stores.size).sum
     var rows = 0L
     var n = 0
-    progress(s"Migrating $root from ${plan.source.name} to ${target.name}: state of batch " +
-      s"${plan.batch}, ${layout.operators.size} operators, $total stores")
+    progress(s"Migrating $root from ${plan.source.name} to ${target.name}" +
+      (if (plan.sourceFormat == plan.targetFormat) ""
+       else s", checkpoint format ${plan.sourceFormat} to ${plan.targetFormat}") +
+      s": state of batch ${plan.batch}, ${layout.operators.size} operators, $total stores")
     val results = for {
       op <- layout.operators
+      ids = sourceIds(plan, op)
       store <- op.stores
       part <- op.partitions
     } yield {
@@ -203,14 +267,15 @@ final class Migration(spark: SparkSession, checkpoint: String, target: ProviderK
         val from = StateStoreId(layout.stateRoot.toString, op.id, part, store.name)
         val to = StateStoreId(stagedState.toString, op.id, part, store.name)
         clearFiles(to.storeCheckpointLocation()) // what a killed earlier run left
-        val d = copier.copy(from, to, store, version,
+        val copied = copier.copy(from, to, store, version, ids.get((part, store.name)),
           { r =>
             if ((rows + r) / RowsPerProgressLine > rows / RowsPerProgressLine) {
               progress(f"  ... ${rows + r}%,d rows copied")
             }
             rows += r
           })
-        val r = StoreResult(op.id, op.name.getOrElse(""), part, store.name, d)
+        val r = StoreResult(op.id, op.name.getOrElse(""), part, store.name, copied.digest,
+          copied.checkpointId)
         writeAtomically(marker, r.json)
         haltPoint(s"store-$n")
         r
@@ -259,12 +324,18 @@ final class Migration(spark: SparkSession, checkpoint: String, target: ProviderK
       writeAtomically(swapMarker, "swapping\n")
     }
     val entries = plan.lastOffset.toSeq.flatMap(last => plan.batch to last)
-    entries.foreach { b =>
-      val backup = new Path(originalOffsets, b.toString)
+    // A changed format: every entry (Spark 4.0 and 4.1 read an entry of the other format as an
+    // error); format v2 kept: the batch's, whose ids change.
+    val commits = new CheckpointLayout(root, hadoopConf).commits.filter(b =>
+      plan.sourceFormat != plan.targetFormat || (plan.targetFormat == 2 && b == plan.batch))
+    def backUp(dir: String, backups: Path, batches: Seq[Long]): Unit = batches.foreach { b =>
+      val backup = new Path(backups, b.toString)
       if (!fs.exists(backup)) {
-        FileUtil.copy(fs, new Path(root, s"offsets/$b"), fs, backup, false, true, hadoopConf)
+        FileUtil.copy(fs, new Path(root, s"$dir/$b"), fs, backup, false, true, hadoopConf)
       }
     }
+    backUp("offsets", originalOffsets, entries)
+    backUp("commits", originalCommits, commits)
     val state = new Path(root, "state")
     // Each move is marked done before the next starts: `state/` is the source of the first and
     // the destination of the second, so only the marker tells which one a re-run resumes.
@@ -272,9 +343,22 @@ final class Migration(spark: SparkSession, checkpoint: String, target: ProviderK
     moveOnce(stagedState, state, "staged-moved")
     entries.foreach { b =>
       val entry = CheckpointLayout.readEntry(fs, new Path(originalOffsets, b.toString))
-      writeAtomically(new Path(root, s"offsets/$b"), entry.withProvider(target.className))
+      val format: Map[String, String] =
+        if (plan.sourceFormat == plan.targetFormat &&
+          !entry.conf.contains(SparkConfs.CheckpointFormatVersion)) Map.empty
+        else Map(SparkConfs.CheckpointFormatVersion -> plan.targetFormat.toString)
+      writeAtomically(new Path(root, s"offsets/$b"),
+        entry.withConf(format + (SparkConfs.ProviderClass -> target.className)))
     }
     haltPoint("offsets-rewritten")
+    val ids =
+      if (plan.targetFormat == 2) targetIds(storesIn(doneDir))
+      else Map.empty[Long, IndexedSeq[IndexedSeq[String]]]
+    commits.foreach { b =>
+      val entry = CommitLogEntry.read(fs, new Path(originalCommits, b.toString))
+      writeAtomically(commitFile(b),
+        entry.rewritten(plan.targetFormat, if (b == plan.batch) ids else Map.empty))
+    }
     val recorded = new CheckpointLayout(root, hadoopConf).recordedProvider
     if (!recorded.contains(target.className)) {
       throw new IllegalStateException(s"Migration: the offset log of $root records $recorded " +
@@ -282,11 +366,26 @@ final class Migration(spark: SparkSession, checkpoint: String, target: ProviderK
     }
     val stamp = new SimpleDateFormat("yyyyMMdd-HHmmss")
     stamp.setTimeZone(TimeZone.getTimeZone("UTC"))
+    val format = if (plan.sourceFormat == plan.targetFormat) "" else s"-v${plan.targetFormat}"
     val kept = new Path(root,
-      s"$KeptName/${stamp.format(new Date)}-${plan.source.name}-to-${target.name}")
+      s"$KeptName/${stamp.format(new Date)}-${plan.source.name}-to-${target.name}$format")
     writeAtomically(finishMarker, kept.toString)
     finish()
   }
+
+  /** The new stores' checkpoint ids, per operator, partition and store in Spark's order. */
+  private def targetIds(stores: Seq[StoreResult]): Map[Long, IndexedSeq[IndexedSeq[String]]] =
+    stores.groupBy(_.operator).map { case (op, ofOp) =>
+      val order = CommitLogEntry.storeOrder(op, ofOp.map(_.store).distinct)
+      val byPartition = ofOp.groupBy(_.partition)
+      op -> (0 to byPartition.keys.max).map { part =>
+        val here = byPartition.getOrElse(part, Seq.empty).map(s => s.store -> s.checkpointId).toMap
+        order.map(store =>
+          here.get(store).flatten.getOrElse(throw new IllegalStateException(
+              s"Migration: no checkpoint id of operator $op's store $store in partition $part")))
+          .toIndexedSeq
+      }
+    }
 
   /** Moves `from` to `to` unless the workspace's `marker` says it was; then marks it. */
   private def moveOnce(from: Path, to: Path, marker: String): Unit = {
@@ -341,6 +440,8 @@ final class Migration(spark: SparkSession, checkpoint: String, target: ProviderK
     json.put("source", plan.source.name)
     json.put("target", target.name)
     json.put("batch", plan.batch)
+    json.put("sourceCheckpointFormat", plan.sourceFormat)
+    json.put("checkpointFormat", plan.targetFormat)
     json.put("migrated", kept.isDefined)
     kept.foreach(k => json.put("originals", k.toString))
     json.put("rows", stores.map(_.digest.rows).sum)
@@ -367,13 +468,15 @@ object Migration {
 
   /**
    * Entry point of `spillstore.migrate` (Python, through py4j): migrates and returns a JSON
-   * summary; a refusal is a [[MigrationRefusedException]]. `batch` < 0: the last committed.
+   * summary; a refusal is a [[MigrationRefusedException]]. `batch` < 0: the last committed;
+   * `checkpointFormat` 0: the source's (1 for hdfs).
    */
   def migrate(spark: SparkSession, checkpoint: String, target: String, batch: Long,
-      idleSeconds: Long, printProgress: Boolean): String = {
+      idleSeconds: Long, printProgress: Boolean, checkpointFormat: Int): String = {
     val out = (line: String) => if (printProgress) { System.out.println(line); System.out.flush() }
     new Migration(spark, checkpoint, ProviderKind.byName(target),
-      if (batch < 0) None else Some(batch), idleSeconds * 1000, out).run()
+      if (batch < 0) None else Some(batch), idleSeconds * 1000, out,
+      if (checkpointFormat <= 0) None else Some(checkpointFormat)).run()
   }
 
   private def refuse(message: String): Nothing = CheckpointLayout.refuse(message)
@@ -388,12 +491,17 @@ object Migration {
   }
 
   private final case class Plan(source: ProviderKind, target: ProviderKind, batch: Long,
-      lastOffset: Option[Long], lastCommit: Option[Long]) {
+      lastOffset: Option[Long], lastCommit: Option[Long], sourceFormat: Int, targetFormat: Int) {
+    /** Whether the migration changes anything: the provider, or the checkpoint format. */
+    def changes: Boolean = source != target || sourceFormat != targetFormat
+
     def json: String = {
       val o = Json.createObjectNode()
       o.put("source", source.name)
       o.put("target", target.name)
       o.put("batch", batch)
+      o.put("sourceFormat", sourceFormat)
+      o.put("targetFormat", targetFormat)
       lastOffset.foreach(o.put("lastOffset", _))
       lastCommit.foreach(o.put("lastCommit", _))
       Json.writeValueAsString(o)
@@ -406,12 +514,13 @@ object Migration {
       def opt(name: String) = Option(j.get(name)).map(_.asLong())
       Plan(ProviderKind.byName(j.get("source").asText()),
         ProviderKind.byName(j.get("target").asText()),
-        j.get("batch").asLong(), opt("lastOffset"), opt("lastCommit"))
+        j.get("batch").asLong(), opt("lastOffset"), opt("lastCommit"),
+        j.path("sourceFormat").asInt(1), j.path("targetFormat").asInt(1))
     }
   }
 
   private final case class StoreResult(operator: Long, operatorName: String, partition: Int,
-      store: String, digest: StateDigest) {
+      store: String, digest: StateDigest, checkpointId: Option[String]) {
     def json: String = {
       val o = Json.createObjectNode()
       o.put("operator", operator)
@@ -420,6 +529,7 @@ object Migration {
       o.put("store", store)
       o.put("rows", digest.rows)
       o.put("checksum", digest.checksum)
+      checkpointId.foreach(o.put("checkpointId", _))
       Json.writeValueAsString(o)
     }
   }
@@ -429,7 +539,8 @@ object Migration {
       val j = readJson(fs, file)
       StoreResult(j.get("operator").asLong(), j.get("operatorName").asText(),
         j.get("partition").asInt(), j.get("store").asText(),
-        StateDigest(j.get("rows").asLong(), j.get("checksum").asLong()))
+        StateDigest(j.get("rows").asLong(), j.get("checksum").asLong()),
+        Option(j.get("checkpointId")).map(_.asText()))
     }
   }
 }

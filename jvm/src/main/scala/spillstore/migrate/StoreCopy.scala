@@ -97,23 +97,29 @@ object ProviderKind {
 /**
  * Copies one store at one version from a checkpoint written by `source` into a new store
  * directory of `target`, both through the providers' own code: the source provider reads the
- * version, the target provider commits it on top of an empty previous version, and a fresh
- * target provider reads it back to verify the row count and checksum.
+ * version (with checkpoint format v2, by its checkpoint id), the target provider commits it on
+ * top of an empty previous version, and a fresh target provider reads it back to verify the
+ * row count and checksum. Each side runs with its own confs: they differ in the checkpoint
+ * format when the copy changes it.
  */
-final class StoreCopy(source: ProviderKind, target: ProviderKind, conf: StateStoreConf,
-    hadoopConf: Configuration) {
+final class StoreCopy(source: ProviderKind, target: ProviderKind, sourceConf: StateStoreConf,
+    targetConf: StateStoreConf, hadoopConf: Configuration) {
 
-  /** Copies `version` of `from`'s store to `to`'s (same operator, partition, store name). */
+  /**
+   * Copies `version` (checkpoint id `fromId`, format v2) of `from`'s store to `to`'s (same
+   * operator, partition, store name); the copy's digest and, with format v2, its checkpoint id.
+   */
   def copy(from: StateStoreId, to: StateStoreId, store: CheckpointLayout.Store, version: Long,
-      onRows: Long => Unit): StateDigest = {
+      fromId: Option[String], onRows: Long => Unit): StoreCopy.Copied = {
     val copied = new StateDigest.Builder
-    withProvider(source, from, store) { reader =>
-      val in = reader.getReadStore(version)
+    val toId = withProvider(source, from, store, sourceConf) { reader =>
+      val in = ProviderAccess.readStore(reader, version, fromId)
       try {
         if (version > 1) {
-          target.writeEmptyVersion(to.storeCheckpointLocation(), version - 1, conf, hadoopConf)
+          target.writeEmptyVersion(to.storeCheckpointLocation(), version - 1, targetConf,
+            hadoopConf)
         }
-        withProvider(target, to, store) { writer =>
+        withProvider(target, to, store, targetConf) { writer =>
           val out = writer.getStore(version - 1)
           try {
             val rows = in.iterator()
@@ -128,6 +134,7 @@ final class StoreCopy(source: ProviderKind, target: ProviderKind, conf: StateSto
               throw new IllegalStateException(s"StoreCopy: ${target.name} committed version " +
                 s"$committed of $to, expected $version")
             }
+            ProviderAccess.committedId(out)
           } catch {
             case NonFatal(e) =>
               try out.abort()
@@ -137,20 +144,20 @@ final class StoreCopy(source: ProviderKind, target: ProviderKind, conf: StateSto
       } finally closeRead(in)
     }
     onRows(copied.count % RowsPerReport)
-    val written = digest(target, to, store, version)
+    val written = digest(target, to, store, version, toId, targetConf)
     if (written != copied.result) {
       throw new IllegalStateException(s"StoreCopy: verification of $to failed: read " +
         s"${copied.result.describe} from ${source.name}, but ${target.name} reads back " +
         written.describe)
     }
-    written
+    StoreCopy.Copied(written, toId)
   }
 
-  /** The digest of `version` of a store as `kind`'s provider reads it. */
-  def digest(kind: ProviderKind, id: StateStoreId, store: CheckpointLayout.Store,
-      version: Long): StateDigest =
-    withProvider(kind, id, store) { provider =>
-      val in = provider.getReadStore(version)
+  /** The digest of `version` (checkpoint id `id`) of a store as `kind`'s provider reads it. */
+  private def digest(kind: ProviderKind, id: StateStoreId, store: CheckpointLayout.Store,
+      version: Long, ckptId: Option[String], conf: StateStoreConf): StateDigest =
+    withProvider(kind, id, store, conf) { provider =>
+      val in = ProviderAccess.readStore(provider, version, ckptId)
       try {
         val d = new StateDigest.Builder
         val rows = in.iterator()
@@ -159,8 +166,8 @@ final class StoreCopy(source: ProviderKind, target: ProviderKind, conf: StateSto
       } finally closeRead(in)
     }
 
-  private def withProvider[T](kind: ProviderKind, id: StateStoreId, store: CheckpointLayout.Store)(
-      body: StateStoreProvider => T): T = {
+  private def withProvider[T](kind: ProviderKind, id: StateStoreId, store: CheckpointLayout.Store,
+      conf: StateStoreConf)(body: StateStoreProvider => T): T = {
     val provider = ProviderAccess.open(kind.className, id, store.keySchema, store.valueSchema,
       store.prefixKeyColumns, conf, hadoopConf)
     try body(provider)
@@ -172,4 +179,9 @@ final class StoreCopy(source: ProviderKind, target: ProviderKind, conf: StateSto
   private def closeRead(store: ReadStateStore): Unit =
     try store.abort()
     catch { case NonFatal(_) => } // a read store holds nothing to undo
+}
+
+object StoreCopy {
+  /** A store copied: what it holds, and its checkpoint id with format v2. */
+  final case class Copied(digest: StateDigest, checkpointId: Option[String])
 }

@@ -12,6 +12,7 @@ import org.apache.spark.sql.types._
 
 import spillstore.TempDirs.withTempDir
 import spillstore.checkpoint.QueryCheckpoint.OffsetLogEntry
+import spillstore.conf.SparkConfs
 
 /**
  * What migrate reads from a checkpoint besides the state: the end-to-end tests cover the
@@ -69,19 +70,19 @@ class CheckpointLayoutSuite extends AnyFunSuite {
     }
   }
 
-  test("rewriting an offset-log entry changes only the provider, adding it if missing") {
+  test("rewriting an offset-log entry changes only the confs given, adding them if missing") {
     withTempDir("layout") { root =>
       val fs = FileSystem.getLocal(conf)
       val layout = checkpoint(root,
         """{"batchWatermarkMs":5,"batchTimestampMs":6,"conf":{"a":"1"}}""", key)
       val entry = OffsetLogEntry.read(fs, layout.offsetFile(7))
-      val rewritten = entry.withProvider("x.Provider")
+      val rewritten = entry.withConf(Map(SparkConfs.ProviderClass -> "x.Provider"))
       assert(rewritten == "v1\n{\"batchWatermarkMs\":5,\"batchTimestampMs\":6,\"conf\":" +
         "{\"a\":\"1\",\"spark.sql.streaming.stateStore.providerClass\":\"x.Provider\"}}\n" +
         "{\"logOffset\":3}\n-")
       val noConf = OffsetLogEntry(entry.lines,
         CheckpointLayout.Json.readTree("""{"batchWatermarkMs":5}"""))
-      assert(noConf.withProvider("y").contains(
+      assert(noConf.withConf(Map(SparkConfs.ProviderClass -> "y")).contains(
           "{\"batchWatermarkMs\":5,\"conf\":{\"spark.sql.streaming.stateStore.providerClass\":\"y\"}}"))
     }
   }
@@ -96,5 +97,48 @@ class CheckpointLayoutSuite extends AnyFunSuite {
       }
       assert(e.getMessage.contains(s"${f.getPath} is not an offset-log entry"))
     }
+  }
+
+  private def commitEntry(root: String, text: String): CommitLogEntry = {
+    val f = new File(root, "commits/3")
+    f.getParentFile.mkdirs()
+    Files.write(f.toPath, text.getBytes(StandardCharsets.UTF_8))
+    CommitLogEntry.read(FileSystem.getLocal(conf), new Path(f.getPath))
+  }
+
+  test("commit-log entries: the ids per partition and store are read, and rewritten in either " +
+    "checkpoint format keeping every other field; v3's sink metadata is refused in format 1") {
+    withTempDir("layout") { root =>
+      val v2 = commitEntry(root,
+        "v2\n" +
+          """{"nextBatchWatermarkMs":9,"stateUniqueIds":{"0":[["a","b"],["c","d"]]}}""")
+      assert(v2.checkpointFormat == 2)
+      assert(v2.stateIds(0) == Some(IndexedSeq(IndexedSeq("a", "b"), IndexedSeq("c", "d"))))
+      assert(v2.stateIds(1).isEmpty)
+      assert(v2.rewritten(1, Map.empty) == "v1\n{\"nextBatchWatermarkMs\":9}")
+      val ids = Map(2L -> IndexedSeq(IndexedSeq("x"), IndexedSeq("y")))
+      assert(v2.rewritten(2, ids) ==
+        "v2\n{\"nextBatchWatermarkMs\":9,\"stateUniqueIds\":{\"2\":[[\"x\"],[\"y\"]]}}")
+      val v1 = commitEntry(root, "v1\n{\"nextBatchWatermarkMs\":0}")
+      assert(v1.checkpointFormat == 1 && v1.rewritten(2,
+        Map.empty) == "v2\n{\"nextBatchWatermarkMs\":0}")
+      val v3 = commitEntry(root, "v3\n{\"nextBatchWatermarkMs\":0,\"sinkMetadataMap\":{}}")
+      assert(v3.rewritten(2, ids).startsWith("v3\n"))
+      val e = intercept[MigrationRefusedException](v3.rewritten(1, Map.empty))
+      assert(e.getMessage.contains("commits/3 is a commit-log entry of version v3"))
+      val bad = intercept[MigrationRefusedException](commitEntry(root, "{}"))
+      assert(bad.getMessage.contains("commits/3 is not a commit-log entry"))
+    }
+  }
+
+  test("checkpoint ids follow Spark's store order: one store, or a join's four left before " +
+    "right; other store sets are refused") {
+    assert(CommitLogEntry.storeOrder(0, Seq("default")) == Seq("default"))
+    val join = Seq("right-keyWithIndexToValue", "left-keyToNumValues", "right-keyToNumValues",
+      "left-keyWithIndexToValue")
+    assert(CommitLogEntry.storeOrder(0, join) == Seq("left-keyToNumValues",
+      "left-keyWithIndexToValue", "right-keyToNumValues", "right-keyWithIndexToValue"))
+    val e = intercept[MigrationRefusedException](CommitLogEntry.storeOrder(4, Seq("a", "b")))
+    assert(e.getMessage.contains("operator 4 has the stores a, b"))
   }
 }
