@@ -101,8 +101,11 @@ $(SERVERS): $(VENV)/.installed $(SCALA_SRC) $(shell find jvm/src/test/remote -na
 servers: $(SERVERS)
 
 # JVM tests keep their temp files in jvm/target/test-tmp (build.sbt), removed after the run,
-# failed or not: $(call sbt_test,<sbt commands>).
-sbt_test = rm -rf jvm/target/test-tmp; bin/sbt $(1); status=$$?; rm -rf jvm/target/test-tmp; exit $$status
+# failed or not; a failed run ends by listing its failed tests with their messages (from sbt's
+# reports, cleared first): $(call sbt_test,<sbt commands>).
+sbt_reports := jvm/target/test-reports jvm/lines/*/target/test-reports
+sbt_test = rm -rf jvm/target/test-tmp $(sbt_reports); bin/sbt $(1); status=$$?; \
+  rm -rf jvm/target/test-tmp; [ $$status = 0 ] || $(PY) bin/failed-tests jvm; exit $$status
 
 test-jvm: $(VENV)/.installed
 	$(call sbt_test,spillstore/test)

@@ -159,9 +159,7 @@ def lineSettings(l: SparkLine): Seq[Setting[_]] = serverSettings(l) ++ Seq(
   },
   // The project venv's Python, which runs the tests' S3 server (moto).
   Test / javaOptions += s"-Dspillstore.test.python=${(ThisBuild / baseDirectory).value / ".venv" / "bin" / "python"}",
-  // T: a reminder of every failed test, with its message, at the end of the run, where a log's
-  // tail (CI's) shows it.
-  Test / testOptions += Tests.Argument(TestFrameworks.ScalaTest, "-oDFT")
+  Test / testOptions += Tests.Argument(TestFrameworks.ScalaTest, "-oDF")
 )
 
 /**

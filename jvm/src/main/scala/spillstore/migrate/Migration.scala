@@ -13,7 +13,6 @@ import org.apache.spark.sql.SparkSession
 import org.apache.spark.sql.execution.streaming.state.{StateStoreConf, StateStoreId}
 import org.apache.spark.sql.execution.streaming.state.SpillStoreSparkShim.CheckpointFileManager
 
-import spillstore.BuildInfo
 import spillstore.checkpoint.QueryCheckpoint
 import spillstore.conf.SparkConfs
 
@@ -182,7 +181,7 @@ final class Migration(spark: SparkSession, checkpoint: String, target: ProviderK
   private def checkFormat(format: Int): Unit = {
     val key = s"--checkpoint-format $format"
     if (format != 1 && format != 2) refuse(s"$key: checkpoint formats are 1 and 2")
-    if (format == 2 && BuildInfo.SparkLine.startsWith("3.")) {
+    if (format == 2 && org.apache.spark.SPARK_VERSION.startsWith("3.")) {
       refuse(s"$key: checkpoint format 2 needs Spark 4.0 or later; this is Spark " +
         s"${org.apache.spark.SPARK_VERSION}")
     }
