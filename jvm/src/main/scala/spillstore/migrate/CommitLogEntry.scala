@@ -29,6 +29,21 @@ final case class CommitLogEntry(file: Path, logVersion: Int, metadata: ObjectNod
     }
 
   /**
+   * Operator `op`'s ids keyed by (partition, store name), for `partitions` and `stores`; None if
+   * the entry records none for `op`, and a missing one is refused.
+   */
+  def storeIds(op: Long, partitions: Seq[Int], stores: Seq[String])
+      : Option[Map[(Int, String), String]] =
+    stateIds(op).map { recorded =>
+      (for (part <- partitions; (store, i) <- storeOrder(op, stores).zipWithIndex) yield {
+        val id = recorded.lift(part).flatMap(_.lift(i)).getOrElse(
+          CheckpointLayout.refuse(s"$file records no checkpoint id of operator $op's store " +
+            s"$store in partition $part"))
+        (part, store) -> id
+      }).toMap
+    }
+
+  /**
    * The entry in checkpoint format `format` recording `ids` (format 2; operators without ids
    * record none). A `v3` entry's sink metadata has no place in format 1: refused.
    */
@@ -90,6 +105,22 @@ object CommitLogEntry {
     case other => CheckpointLayout.refuse(s"operator $op has the stores ${other.mkString(", ")}," +
         " whose order in checkpoint format v2's ids migrate does not know")
   }
+
+  /**
+   * Ids keyed by (operator, partition, store name) laid out as an entry records them: per
+   * operator, per partition from 0 on, per store in Spark's order.
+   */
+  def layout(ids: Map[(Long, Int, String), String]): Map[Long, IndexedSeq[IndexedSeq[String]]] =
+    ids.groupBy(_._1._1).map { case (op, ofOp) =>
+      val order = storeOrder(op, ofOp.keys.map(_._3).toSeq.distinct)
+      op -> (0 to ofOp.keys.map(_._2).max).map { part =>
+        order.map(store =>
+          ofOp.getOrElse((op, part, store),
+            throw new IllegalStateException(
+              s"CommitLogEntry: no checkpoint id of operator $op's store $store in partition $part")))
+          .toIndexedSeq
+      }
+    }
 
   private val JoinStores = Seq("left-keyToNumValues", "left-keyWithIndexToValue",
     "right-keyToNumValues", "right-keyWithIndexToValue")

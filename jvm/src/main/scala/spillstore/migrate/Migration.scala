@@ -193,23 +193,16 @@ final class Migration(spark: SparkSession, checkpoint: String, target: ProviderK
   }
 
   /**
-   * Each partition's checkpoint id of each store of `op` at the batch (format v2): the ids the
-   * batch's commit-log entry records, in the order of `op.stores`; refused if any is missing.
+   * Each partition's checkpoint id of each store of `op` at the batch (format v2), as the
+   * batch's commit-log entry records them; refused if any is missing.
    */
   private def sourceIds(plan: Plan, op: CheckpointLayout.Operator): Map[(Int, String), String] =
     if (plan.sourceFormat == 1) Map.empty
     else {
-      val file = commitFile(plan.batch)
-      val recorded = CommitLogEntry.read(fs, file).stateIds(op.id).getOrElse(
-        refuse(s"$file records no checkpoint ids of operator ${op.id}, whose state is in " +
-          s"${new Path(root, s"state/${op.id}")}"))
-      val order = CommitLogEntry.storeOrder(op.id, op.stores.map(_.name))
-      (for (part <- op.partitions; (store, i) <- order.zipWithIndex) yield {
-        val id = recorded.lift(part).flatMap(_.lift(i)).getOrElse(
-          refuse(s"$file records no checkpoint id of operator ${op.id}'s store $store in " +
-            s"partition $part"))
-        (part, store) -> id
-      }).toMap
+      val entry = CommitLogEntry.read(fs, commitFile(plan.batch))
+      entry.storeIds(op.id, op.partitions, op.stores.map(_.name)).getOrElse(
+        refuse(s"${entry.file} records no checkpoint ids of operator ${op.id}, whose state is " +
+          s"in ${new Path(root, s"state/${op.id}")}"))
     }
 
   private def checkIdle(layout: CheckpointLayout): Unit = {
@@ -351,8 +344,11 @@ final class Migration(spark: SparkSession, checkpoint: String, target: ProviderK
     }
     haltPoint("offsets-rewritten")
     val ids =
-      if (plan.targetFormat == 2) targetIds(storesIn(doneDir))
-      else Map.empty[Long, IndexedSeq[IndexedSeq[String]]]
+      if (plan.targetFormat == 2) {
+        CommitLogEntry.layout(storesIn(doneDir).map(s =>
+            (s.operator, s.partition, s.store) -> s.checkpointId.getOrElse(
+              throw new IllegalStateException(s"Migration: $s has no checkpoint id"))).toMap)
+      } else Map.empty[Long, IndexedSeq[IndexedSeq[String]]]
     commits.foreach { b =>
       val entry = CommitLogEntry.read(fs, new Path(originalCommits, b.toString))
       writeAtomically(commitFile(b),
@@ -371,20 +367,6 @@ final class Migration(spark: SparkSession, checkpoint: String, target: ProviderK
     writeAtomically(finishMarker, kept.toString)
     finish()
   }
-
-  /** The new stores' checkpoint ids, per operator, partition and store in Spark's order. */
-  private def targetIds(stores: Seq[StoreResult]): Map[Long, IndexedSeq[IndexedSeq[String]]] =
-    stores.groupBy(_.operator).map { case (op, ofOp) =>
-      val order = CommitLogEntry.storeOrder(op, ofOp.map(_.store).distinct)
-      val byPartition = ofOp.groupBy(_.partition)
-      op -> (0 to byPartition.keys.max).map { part =>
-        val here = byPartition.getOrElse(part, Seq.empty).map(s => s.store -> s.checkpointId).toMap
-        order.map(store =>
-          here.get(store).flatten.getOrElse(throw new IllegalStateException(
-              s"Migration: no checkpoint id of operator $op's store $store in partition $part")))
-          .toIndexedSeq
-      }
-    }
 
   /** Moves `from` to `to` unless the workspace's `marker` says it was; then marks it. */
   private def moveOnce(from: Path, to: Path, marker: String): Unit = {
