@@ -7,7 +7,8 @@ Two variants, each one subprocess (executor_loss_job.py) running its trials with
 each: spillstore's default memory budget (an aggregation, and dropDuplicates feeding an
 aggregation), and ``memoryBudget=1``, where every entry lives in the executor's local RocksDB,
 so the killed executor's cold tier is lost with it (dropDuplicates feeding an aggregation,
-session windows, a stream-stream join; the last two exact against the default provider).
+session windows, a stream-stream join; the last two exact against the default provider). On
+Spark 4.3, one more: a real-time mode aggregation (``test_real_time_mode_...``).
 
 Who deletes a killed executor's cold tier on a standalone cluster: each executor's default
 spillstore dir is under its own ``spark-<uuid>`` root in the worker's application dir; the first
@@ -28,6 +29,7 @@ from pathlib import Path
 import harness
 import pytest
 from jobs import executor_loss_job as job
+from jobs import rtm_executor_loss_job as rtm_job
 
 JOB = harness.JOBS / "executor_loss_job.py"
 # (variant, spillstore memoryBudget or None for the default, [(shape, seed)]): the seed picks
@@ -137,6 +139,51 @@ def test_executor_killed_mid_batch_query_completes_exactly(
     leftover = [str(p) for pattern in ("jvm-*", "spillstore-*")
                 for p in (tmp_path / "local").rglob(pattern)]
     assert leftover == [], f"{variant}: dirs left after the application ended: {leftover}"
+
+
+RTM_JOB = harness.JOBS / "rtm_executor_loss_job.py"
+
+
+@pytest.mark.heavy
+@pytest.mark.skipif(harness.SPARK_LINE < (4, 3), reason="real-time mode runs stateful queries "
+                    "from Spark 4.3 (SPARK-57228)")
+def test_real_time_mode_executor_killed_mid_batch_state_exact(tmp_path: Path) -> None:
+    """Real-time mode on spillstore (rtm_executor_loss_job.py): an executor running one of a
+    real-time batch's tasks is SIGKILLed after two real-time batches; with ``memoryBudget=1``
+    every entry lives in the executors' cold tiers, so the killed one's state is lost with it.
+    Spark does not retry a lost task in real-time mode: the query fails and is restarted from its
+    checkpoint. The sink's rows and the state of the last committed batch are exactly the
+    input's counts."""
+    report = harness.run_reporting_job(RTM_JOB, {"workdir": str(tmp_path), "budget": "1"},
+                                       tmp_path, timeout_s=400)
+    # The kill: mid-stream, of an executor running a task, which Spark saw die and replaced.
+    assert report["query_active_at_kill"], report
+    assert len(report["committed_at_kill"]) >= 1 + rtm_job.KILL_AFTER_RTM_BATCHES, report
+    assert report["fed_before_kill"] < rtm_job.ROUNDS, report
+    executors = report["spark_executors"]
+    dead = executors[report["victim"]]
+    assert not dead["active"] and "137" in (dead["remove_reason"] or ""), executors
+    assert any(s["active"] for e, s in executors.items()
+               if e not in report["executors_before"]), f"no replacement executor: {executors}"
+    failure = report["first_run_error"]
+    assert failure is None or "ExecutorLostFailure" in failure, failure
+    assert report["last_run_error"] is None, report["last_run_error"]
+
+    expected = rtm_job.model()
+    assert report["sink_max_counts"] == expected, "the sink's last count of some key is wrong"
+    assert report["state"] == expected, "the last committed state differs from the input's"
+    # On spillstore throughout (the offset log's provider, v2 journals after the kill), spilling.
+    assert report["provider_in_offset_log"] == [harness.SPILLSTORE], report
+    last_version = max(int(Path(j).name.split("_")[0]) for j in report["journals"])
+    assert last_version > len(report["committed_at_kill"]), report["journals"]
+    last = [op["customMetrics"] for p in report["last_run_progress"]
+            for op in p["stateOperators"]]
+    assert sum(m.get("spillstoreColdLoads", 0) for m in last) > 0, last
+    assert all("spillstoreCacheHitPermille" in m for m in last), last
+    print(f"real-time mode: SIGKILL executor {report['victim']} after batches "
+          f"{report['committed_at_kill']}; first run: "
+          f"{(failure or 'carried on').splitlines()[0][:160]}; "
+          f"{sum(expected.values())} records, {len(expected)} keys exact; {report['seconds']} s")
 
 
 SPECULATION_JOB = harness.JOBS / "speculation_job.py"
