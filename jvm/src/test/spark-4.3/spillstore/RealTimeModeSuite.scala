@@ -84,15 +84,24 @@ class RealTimeModeSuite extends AnyFunSuite with BeforeAndAfterAll {
     assert(rocks === Dedup.model)
   }
 
+  test("a real-time aggregation on RocksDB's provider (format v2), stopped mid-stream and " +
+    "migrated onto spillstore, restarts in real-time mode on spillstore: exact") {
+    val (moved, progress) = scenario(RocksDB, Aggregation, switchTo = Some(Spillstore(None)))
+    assert(moved === Aggregation.model)
+    val metrics = progress.flatMap(_.stateOperators.flatMap(_.customMetrics.asScala.keys))
+    assert(metrics.contains("spillstoreCacheHitPermille"), metrics)
+  }
+
   /**
    * `query` over `Rounds` on `provider`: round 0 in micro-batch mode, rounds 1 and 2 in a
-   * real-time run stopped while its batch runs, round 3 in another real-time run. Returns what
-   * the sink holds last for each key, and the real-time runs' progress.
+   * real-time run stopped while its batch runs, round 3 in another real-time run, on
+   * `switchTo` if given (`python -m spillstore migrate` in between). Returns what the sink
+   * holds last for each key, and the last real-time run's progress.
    */
-  private def scenario(provider: Provider, query: Query)
+  private def scenario(provider: Provider, query: Query, switchTo: Option[Provider] = None)
       : (Map[String, Long], Seq[org.apache.spark.sql.streaming.StreamingQueryProgress]) = {
     implicit val enc = org.apache.spark.sql.Encoders.STRING
-    val ckpt = new File(root, s"${query.name}-${provider.name}")
+    val ckpt = new File(root, s"${query.name}-${provider.name}${switchTo.fold("")("-" + _.name)}")
     val input = LowLatencyMemoryStream[String](spark, 1)
     val df = query.build(input.toDF())
     rows.clear()
@@ -120,6 +129,12 @@ class RealTimeModeSuite extends AnyFunSuite with BeforeAndAfterAll {
         send(2)
         awaitOutput(second)
       } finally second.stop() // mid-stream: its batch was running
+    }
+    val last = switchTo.getOrElse(provider)
+    switchTo.foreach(to =>
+      spillstore.migrate.Migration.migrate(spark, ckpt.getPath, to.name,
+        batch = -1, idleSeconds = 0, printProgress = false, checkpointFormat = 0))
+    withConfs(last.realTimeConfs: _*) {
       val third = start(df, ckpt, Trigger.RealTime("3 seconds"))
       try {
         send(3)
@@ -130,8 +145,10 @@ class RealTimeModeSuite extends AnyFunSuite with BeforeAndAfterAll {
         progress ++= third.recentProgress
       } finally third.stop()
     }
-    val files = stateFiles(ckpt)
-    assert(files.nonEmpty && files.forall(provider.wrote), s"${provider.name} wrote $files")
+    // migrate starts the new lineage on an empty base snapshot, named as in format v1 (it
+    // belongs to no commit attempt); the migrated state is the journal above it.
+    val files = stateFiles(ckpt).filterNot(f => switchTo.nonEmpty && f.matches("""\d+\.snapshot"""))
+    assert(files.nonEmpty && files.forall(last.wrote), s"${last.name} wrote $files")
     (emitted(), progress.result().toSeq)
   }
 
