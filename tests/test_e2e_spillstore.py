@@ -119,15 +119,11 @@ def test_state_data_source_reads_the_same_state(
     assert nonempty, "no state to compare"
 
 
-@pytest.mark.skipif(harness.SPARK_LINE < (4, 3),
-                    reason="the 4.0-4.2 test venvs have no protobuf, which the Python driver "
-                    "worker of transformWithStateInPandas imports; the provider's refusal of "
-                    "column families before 4.2 is a JVM test")
+@pytest.mark.skipif(harness.SPARK_LINE < (4, 0), reason="transformWithState is Spark 4.0+")
 def test_transform_with_state_is_refused_naming_the_provider(spark: Any, tmp_path: Path) -> None:
     """Spark 4.2+ refuses any provider but RocksDB's for transformWithState (SPARK-54117),
-    here on 4.3,
-    naming spillstore's class and the provider to use instead; before 4.2 spillstore refuses
-    it at init (column families, SpillStoreProviderSuite)."""
+    naming spillstore's class and the provider to use instead; on 4.0 and 4.1 spillstore
+    refuses it at init (it has no column families), naming RocksDB's provider too."""
     import pandas as pd
     from pyspark.sql.streaming import StatefulProcessor, StatefulProcessorHandle
     from pyspark.sql.types import LongType, StringType, StructField, StructType
@@ -167,5 +163,9 @@ def test_transform_with_state_is_refused_naming_the_provider(spark: Any, tmp_pat
             spark.conf.unset(harness.PROVIDER_CONF)
         else:
             spark.conf.set(harness.PROVIDER_CONF, previous)
-    assert "STORE_BACKEND_NOT_SUPPORTED_FOR_TWS" in error, error
-    assert SPILLSTORE in error and "RocksDBStateStoreProvider" in error, error
+    if harness.SPARK_LINE >= (4, 2):
+        assert "STORE_BACKEND_NOT_SUPPORTED_FOR_TWS" in error, error
+        assert SPILLSTORE in error, error
+    else:
+        assert "spillstore does not support column families (transformWithState)" in error, error
+    assert "RocksDBStateStoreProvider" in error, error
