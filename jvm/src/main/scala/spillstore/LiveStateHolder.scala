@@ -121,9 +121,7 @@ private[spillstore] final class LiveStateHolder(newLiveState: () => TieredState,
     if (replayFrom >= 0) {
       version = -1
       try {
-        val names =
-          if (!checkpointIds) Lineage.V1
-          else id.fold(Lineage.v1Upto(at))(recovery.lineageOf(at, _, deep = true))
+        val names = recovery.lineageOf(at, id, checkpointIds, deep = true)
         if (replayFrom > 0 && replayFromId.isDefined && !names.has(replayFrom, replayFromId)) {
           throw new IllegalArgumentException(s"$name: the snapshot of version $replayFrom " +
             s"with checkpoint id ${replayFromId.get} is not on the lineage of version $at " +
@@ -138,13 +136,7 @@ private[spillstore] final class LiveStateHolder(newLiveState: () => TieredState,
       version = at
     } else if (version != at || !lineage.has(at, id)) {
       try {
-        var target =
-          if (!checkpointIds) Lineage.V1
-          else id match {
-            case _ if at == 0 => Lineage.Empty
-            case None => Lineage.v1Upto(at)
-            case Some(i) => recovery.lineageOf(at, i, deep = false)
-          }
+        var target = recovery.lineageOf(at, id, checkpointIds, deep = false)
         // Only along the same lineage: the live version must be on the one asked for.
         val rolledForward = version >= 0 && at > version && target.knows(version) &&
           target.idOf(version) == lineage.idOf(version) && {
@@ -165,7 +157,7 @@ private[spillstore] final class LiveStateHolder(newLiveState: () => TieredState,
               case NonFatal(e) if checkpointIds && !target.complete && id.isDefined =>
                 logInfo(s"Loading $name at ($at, ${id.get}) from the newest snapshot on its " +
                   s"lineage failed ($e); trying older ones")
-                target = recovery.lineageOf(at, id.get, deep = true)
+                target = recovery.lineageOf(at, id, checkpointIds, deep = true)
                 recovery.along(target).load(at, current)
             }
           target = target.from(base)

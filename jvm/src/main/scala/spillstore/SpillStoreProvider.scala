@@ -273,10 +273,8 @@ class SpillStoreProvider extends JarLine.Checked with ProviderAdapter with Loggi
    */
   private[spillstore] def changeFeed(start: Long, end: Long,
       endId: Option[String] = None): ChangeFeed = {
-    val names = endId match {
-      case Some(id) => dir.lineageOf(end, id, dir.list(), deep = true)
-      case None => if (checkpointIds) Lineage.v1Upto(end) else Lineage.V1
-    }
+    // Ids passed in are followed even when the conf says v1 (see `readIdsOf`).
+    val names = dir.lineageOf(end, endId, checkpointIds || endId.isDefined, deep = true)
     new ChangeFeed(dir.along(names), start, end)
   }
 

@@ -228,6 +228,17 @@ final class CheckpointDir private (val path: Path, hadoopConf: Configuration,
         formatFor(m.version)), Manifest.write(m, _))
 
   /**
+   * The files of the pair (`version`, `id`) Spark passed in: with format v1 (`checkpointIds`
+   * false) v1 names throughout; with v2 the lineage of the pair (below), or, without an id, v1
+   * names up to `version` (a checkpoint switched from v1 there; at 0, the empty state).
+   */
+  def lineageOf(version: Long, id: Option[String], checkpointIds: Boolean,
+      deep: Boolean): Lineage = id match {
+    case Some(i) if checkpointIds && version > 0 => lineageOf(version, i, list(), deep)
+    case _ => if (checkpointIds) Lineage.v1Upto(version) else Lineage.V1
+  }
+
+  /**
    * The lineage of (`version`, `id`), a pair Spark recorded: the lineage its journal's header
    * records, then the pair itself; walked back through older journals' headers until it
    * reaches a snapshot on it that `listing` has, or version 1, or a journal that is gone. A

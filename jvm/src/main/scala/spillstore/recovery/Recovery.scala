@@ -29,9 +29,9 @@ final class Recovery(dir: CheckpointDir, spillDir: () => File) extends Logging {
   /** This recovery along `l` (see [[CheckpointDir.along]]). */
   def along(l: Lineage): Recovery = new Recovery(dir.along(l), spillDir)
 
-  /** The lineage of the pair (`version`, `id`) Spark passed in ([[CheckpointDir.lineageOf]]). */
-  def lineageOf(version: Long, id: String, deep: Boolean): Lineage =
-    dir.lineageOf(version, id, dir.list(), deep)
+  /** The files of the pair (`version`, `id`) Spark passed in ([[CheckpointDir.lineageOf]]). */
+  def lineageOf(version: Long, id: Option[String], checkpointIds: Boolean,
+      deep: Boolean): Lineage = dir.lineageOf(version, id, checkpointIds, deep)
 
   /**
    * Loads exactly `version` into `state`, which is cleared first; returns the version of the
