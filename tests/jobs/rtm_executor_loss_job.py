@@ -179,10 +179,14 @@ def run(spark: Any, checkpoint: Path, output: Path, report: dict[str, Any]) -> N
                f"{KILL_AFTER_RTM_BATCHES} real-time batches committed")
     # An executor running one of the batch's tasks (Spark's view may lag by ~100 ms).
     busy: list[str] = []
-    wait_until(lambda: busy.extend(e for e, s in spark_executors(spark).items()
-                                   if s["active_tasks"] and e in before) or busy, 30,
-               "an executor running a task")
-    victim = sorted(busy)[0]
+
+    def find_busy() -> bool:
+        busy[:] = sorted(e for e, s in spark_executors(spark).items()
+                         if s["active_tasks"] and e in before)
+        return bool(busy)
+
+    wait_until(find_busy, 30, "an executor running a task")
+    victim = busy[0]
     report["committed_at_kill"] = committed(checkpoint)
     report["query_active_at_kill"] = query.isActive
     os.kill(before[victim], signal.SIGKILL)
