@@ -794,6 +794,9 @@ def checkpoint_provider(checkpoint: Checkpoint) -> set[str]:
 
 
 def committed_batches(checkpoint: Checkpoint) -> list[int]:
+    """The batches the commit log records; none while a local checkpoint has no commit log."""
+    if isinstance(checkpoint, Path) and not (checkpoint / "commits").is_dir():
+        return []
     return sorted(int(name) for name in _names(checkpoint, "commits") if name.isdigit())
 
 

@@ -27,7 +27,7 @@ import signal
 import sys
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
@@ -184,6 +184,12 @@ def spark_executors(spark: Any) -> dict[str, dict[str, Any]]:
     return out
 
 
+def busy_executors(spark: Any, among: Iterable[str]) -> list[str]:
+    """Executors of ``among`` that Spark shows running a task (its view may lag by ~100 ms)."""
+    return sorted(e for e, s in spark_executors(spark).items()
+                  if s["active_tasks"] and e in among)
+
+
 def wait_for_executors(spark: Any, count: int, timeout_s: float = 120) -> None:
     app_id = spark.sparkContext.applicationId
     deadline = time.monotonic() + timeout_s
@@ -231,8 +237,7 @@ def killer(spark: Any, checkpoint: Path, local_dir: Path, rnd: random.Random,
     sc = spark.sparkContext
     tracker = sc.statusTracker()
     while not stop.is_set():
-        done = (harness.committed_batches(checkpoint)
-                if (checkpoint / "commits").is_dir() else [])
+        done = harness.committed_batches(checkpoint)
         if len(done) >= report["kill_after"] and tracker.getActiveJobsIds():
             break
         time.sleep(0.01)
@@ -240,9 +245,9 @@ def killer(spark: Any, checkpoint: Path, local_dir: Path, rnd: random.Random,
         return
     time.sleep(report["delay_s"])
     procs = executor_processes(sc.applicationId)
-    # An executor running a task if there is one (Spark's view may lag by ~100 ms), so the
-    # kill loses a task in flight as well as the stores and shuffle files the executor holds.
-    busy = [e for e, s in spark_executors(spark).items() if s["active_tasks"] and e in procs]
+    # An executor running a task if there is one, so the kill loses a task in flight as well
+    # as the stores and shuffle files the executor holds.
+    busy = busy_executors(spark, procs)
     candidates = sorted(busy or procs)
     victim = candidates[rnd.randrange(len(candidates))]
     pid = procs[victim]

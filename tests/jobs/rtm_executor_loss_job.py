@@ -34,6 +34,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests/, for harn
 import harness  # noqa: E402
 
 from jobs.executor_loss_job import (  # noqa: E402
+    busy_executors,
     executor_processes,
     spark_executors,
     wait_for_executors,
@@ -80,10 +81,6 @@ class FileSink:
 
     def close(self, error: Any) -> None:
         self.file.close()
-
-
-def committed(checkpoint: Path) -> list[int]:
-    return harness.committed_batches(checkpoint) if (checkpoint / "commits").is_dir() else []
 
 
 def wait_until(condition: Any, timeout_s: float, what: str) -> None:
@@ -167,27 +164,29 @@ def run(spark: Any, checkpoint: Path, output: Path, report: dict[str, Any]) -> N
                 .option("checkpointLocation", str(checkpoint))
                 .trigger(realTime=RTM_BATCH).start())
 
+    def committed() -> int:
+        return len(harness.committed_batches(checkpoint))
+
     # 2. Real time, fed while it runs; an executor killed once enough batches committed.
     query = start_real_time()
     fed = MICRO_BATCH_ROUNDS
-    base = len(committed(checkpoint))
-    while len(committed(checkpoint)) < base + KILL_AFTER_RTM_BATCHES and fed < ROUNDS // 2:
+    base = committed()
+    while committed() < base + KILL_AFTER_RTM_BATCHES and fed < ROUNDS // 2:
         feed(fed)
         fed += 1
         time.sleep(0.5)
-    wait_until(lambda: len(committed(checkpoint)) >= base + KILL_AFTER_RTM_BATCHES, 60,
+    wait_until(lambda: committed() >= base + KILL_AFTER_RTM_BATCHES, 60,
                f"{KILL_AFTER_RTM_BATCHES} real-time batches committed")
-    # An executor running one of the batch's tasks (Spark's view may lag by ~100 ms).
+    # An executor running one of the batch's tasks.
     busy: list[str] = []
 
     def find_busy() -> bool:
-        busy[:] = sorted(e for e, s in spark_executors(spark).items()
-                         if s["active_tasks"] and e in before)
+        busy[:] = busy_executors(spark, before)
         return bool(busy)
 
     wait_until(find_busy, 30, "an executor running a task")
     victim = busy[0]
-    report["committed_at_kill"] = committed(checkpoint)
+    report["committed_at_kill"] = harness.committed_batches(checkpoint)
     report["query_active_at_kill"] = query.isActive
     os.kill(before[victim], signal.SIGKILL)
     report.update(victim=victim, pid=before[victim], fed_before_kill=fed)
@@ -205,8 +204,8 @@ def run(spark: Any, checkpoint: Path, output: Path, report: dict[str, Any]) -> N
         query = start_real_time()
         wait_until(lambda: max_counts(output) == expected or not query.isActive, 120,
                    "every key's full count at the sink")
-    after = len(committed(checkpoint))
-    wait_until(lambda: len(committed(checkpoint)) > after or not query.isActive, 60,
+    after = committed()
+    wait_until(lambda: committed() > after or not query.isActive, 60,
                "the batch that output the last counts committed")
     query.stop()
     report["last_run_error"] = str(query.exception()) if query.exception() else None

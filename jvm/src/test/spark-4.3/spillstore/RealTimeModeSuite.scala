@@ -95,8 +95,9 @@ class RealTimeModeSuite extends AnyFunSuite with BeforeAndAfterAll {
   /**
    * `query` over `Rounds` on `provider`: round 0 in micro-batch mode, rounds 1 and 2 in a
    * real-time run stopped while its batch runs, round 3 in another real-time run, on
-   * `switchTo` if given (`python -m spillstore migrate` in between). Returns what the sink
-   * holds last for each key, and the last real-time run's progress.
+   * `switchTo` if given (migrated in between by `Migration.migrate`, which `python -m
+   * spillstore migrate` runs). Returns what the sink holds last for each key, and the last
+   * real-time run's progress.
    */
   private def scenario(provider: Provider, query: Query, switchTo: Option[Provider] = None)
       : (Map[String, Long], Seq[org.apache.spark.sql.streaming.StreamingQueryProgress]) = {
