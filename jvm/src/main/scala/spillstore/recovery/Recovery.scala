@@ -29,7 +29,7 @@ final class Recovery(dir: CheckpointDir, spillDir: () => File) extends Logging {
   /** This recovery along `l` (see [[CheckpointDir.along]]). */
   def along(l: Lineage): Recovery = new Recovery(dir.along(l), spillDir)
 
-  /** The files of the pair (`version`, `id`) Spark passed in ([[CheckpointDir.lineageOf]]). */
+  /** The files of the pair (`version`, `id`) Spark passed in (`CheckpointDir.lineageOf`). */
   def lineageOf(version: Long, id: Option[String], checkpointIds: Boolean,
       deep: Boolean): Lineage = dir.lineageOf(version, id, checkpointIds, deep)
 
