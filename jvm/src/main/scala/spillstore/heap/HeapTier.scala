@@ -167,6 +167,7 @@ final class HeapTier(listener: HeapTier.Listener = HeapTier.NoListener) {
     if (!first && changes.undoAddr(records.changeAt(slot)) != old) pages.free(old, oldLength)
     setLive(slot)
     touch(slot)
+    compactor.allocated(regionLength(slot), entriesInTable)
   }
 
   /** Adds a key the committed state does not have, in the open batch; returns its slot. */
@@ -175,6 +176,7 @@ final class HeapTier(listener: HeapTier.Listener = HeapTier.NoListener) {
     val s = insert(hash, keyBase, keyOffset, keyLength, valueBase, valueOffset, valueLength)
     recordChange(s)
     setLive(s)
+    compactor.allocated(regionLength(s), entriesInTable)
     s
   }
 
@@ -241,6 +243,7 @@ final class HeapTier(listener: HeapTier.Listener = HeapTier.NoListener) {
       value, Platform.BYTE_ARRAY_OFFSET, value.length)
     setLive(s)
     setCold(s, cold)
+    compactor.allocated(regionLength(s), entriesInTable)
     s
   }
 
@@ -250,6 +253,7 @@ final class HeapTier(listener: HeapTier.Listener = HeapTier.NoListener) {
     pages.free(rewrite(slot, value, Platform.BYTE_ARRAY_OFFSET, value.length), oldLength)
     setLive(slot)
     if (cold(slot) == ColdClean) setCold(slot, ColdStale)
+    compactor.allocated(regionLength(slot), entriesInTable)
   }
 
   /**
@@ -275,6 +279,7 @@ final class HeapTier(listener: HeapTier.Listener = HeapTier.NoListener) {
     table = emptyTable(InitialCapacity)
     records.clear()
     clock.clear()
+    compactor.clear()
     entriesInTable = 0
     liveCount = 0
     resetChanges()
@@ -404,7 +409,8 @@ final class HeapTier(listener: HeapTier.Listener = HeapTier.NoListener) {
 
   /**
    * Gives back what many departed entries (evictions, removals, updates) left: table, record
-   * and pin capacity at a quarter full, and pages at the pace [[PageCompactor.atPace]] sets.
+   * and pin capacity at a quarter full now, and pages at the pace [[PageCompactor.settle]] sets,
+   * paid as the tier allocates.
    */
   def trimToSize(): Unit = {
     if (entriesInTable * 4 < table.length && table.length > InitialCapacity) {
@@ -414,12 +420,15 @@ final class HeapTier(listener: HeapTier.Listener = HeapTier.NoListener) {
     }
     records.trim(entriesInTable)
     clock.trim(entriesInTable)
-    compactor.atPace(entriesInTable)
+    compactor.settle(entriesInTable)
   }
 
   /** Evacuates pages to give back about `bytes` ([[PageCompactor.reclaim]]); returns the bytes
    *  given back. */
   def reclaim(bytes: Long): Long = compactor.reclaim(bytes, entriesInTable)
+
+  /** Garbage bytes owed back, paid as the tier allocates (tests). */
+  private[heap] def compactionOwed: Long = compactor.owedBytes
 
   private def rehash(capacity: Int): Unit = {
     table = emptyTable(capacity)

@@ -60,6 +60,9 @@ private[tiered] final class Evictor(heap: HeapTier, cold: StateColdTier, countin
     if ((bytes <= 0 && entries <= 0) || iterators.anyOpen) return 0
     val before = residentBytes
     heap.trimToSize() // spare capacity goes first: a state with no entries left has some
+    // Then garbage (a commit leaves it to the next batch's puts): a page evacuated costs copies,
+    // an entry evicted a RocksDB write now and a miss later.
+    if (bytes > 0 && heap.reclaim(bytes) != 0) publish()
     var entriesLeft = entries
     // In writes of at most MaxVictimsPerWrite; evicted keys join the cold-key filter, which may
     // grow by a layer: evict on to pay for it.

@@ -220,6 +220,36 @@ class HeapTierSuite extends AnyFunSuite {
     }
   }
 
+  test("a commit owes the garbage it made and evacuates nothing; the next batch's puts pay " +
+    "the debt, values and undo values exact") {
+    val h = new HeapTier()
+    val keys = 0L until 20000L
+    def value(round: Int, i: Long) = s"$round-$i-" + "x" * 40
+    keys.foreach(i => put(h, i, value(0, i)))
+    h.commitBatch()
+    h.trimToSize()
+    var owedRounds = 0
+    for (round <- 1 to 8) {
+      keys.foreach(i => put(h, i, value(round, i)))
+      assert(h.compactionOwed === 0, s"round $round: the puts paid what the last commit owed")
+      assert(h.garbageBytes * 4 <= h.estimatedBytes + 2 * Pages.MaxPageBytes, s"round $round")
+      if (round == 8) {
+        h.abortBatch() // the undo values survived the evacuations of this batch
+        assert(contents(h) === keys.map(i => i -> value(7, i)).toMap)
+      } else {
+        h.commitBatch()
+        val garbage = h.garbageBytes
+        h.trimToSize()
+        if (h.compactionOwed > 0) {
+          owedRounds += 1
+          assert(h.garbageBytes === garbage, s"round $round: the commit evacuated a page")
+        }
+        assert(contents(h) === keys.map(i => i -> value(round, i)).toMap)
+      }
+    }
+    assert(owedRounds >= 3, "rewriting every key makes a debt at most commits")
+  }
+
   test("estimated bytes follow the pages: removing most keys gives pages back at commit") {
     val h = new HeapTier()
     val empty = h.estimatedBytes
