@@ -167,7 +167,7 @@ final class HeapTier(listener: HeapTier.Listener = HeapTier.NoListener) {
     if (!first && changes.undoAddr(records.changeAt(slot)) != old) pages.free(old, oldLength)
     setLive(slot)
     touch(slot)
-    compactor.allocated(regionLength(slot), entriesInTable)
+    payCompaction(slot)
   }
 
   /** Adds a key the committed state does not have, in the open batch; returns its slot. */
@@ -176,7 +176,7 @@ final class HeapTier(listener: HeapTier.Listener = HeapTier.NoListener) {
     val s = insert(hash, keyBase, keyOffset, keyLength, valueBase, valueOffset, valueLength)
     recordChange(s)
     setLive(s)
-    compactor.allocated(regionLength(s), entriesInTable)
+    payCompaction(s)
     s
   }
 
@@ -243,7 +243,7 @@ final class HeapTier(listener: HeapTier.Listener = HeapTier.NoListener) {
       value, Platform.BYTE_ARRAY_OFFSET, value.length)
     setLive(s)
     setCold(s, cold)
-    compactor.allocated(regionLength(s), entriesInTable)
+    payCompaction(s)
     s
   }
 
@@ -253,7 +253,7 @@ final class HeapTier(listener: HeapTier.Listener = HeapTier.NoListener) {
     pages.free(rewrite(slot, value, Platform.BYTE_ARRAY_OFFSET, value.length), oldLength)
     setLive(slot)
     if (cold(slot) == ColdClean) setCold(slot, ColdStale)
-    compactor.allocated(regionLength(slot), entriesInTable)
+    payCompaction(slot)
   }
 
   /**
@@ -333,6 +333,11 @@ final class HeapTier(listener: HeapTier.Listener = HeapTier.NoListener) {
     records.setValueLength(slot, valueLength)
     old
   }
+
+  /** At the end of a write that gave `slot` a new region, once every address is current again
+   *  (an evacuation may move any region): pays the compactor's debt for it. */
+  private def payCompaction(slot: Int): Unit =
+    compactor.allocated(regionLength(slot), entriesInTable)
 
   /** Bytes of the entry's current region (key and value). */
   private def regionLength(slot: Int): Int = keyLength(slot) + valueLength(slot)
