@@ -27,6 +27,10 @@ def test_everything_spills_under_a_one_byte_budget(fresh_jvm_runs: FreshRuns, qu
     assert _metric(run, "spillstoreEvictions") > 0, f"{query}: the tiny budget evicted nothing"
 
 
+# One line: the default budget is the version-free core's, and every line checks that nothing
+# spills at it in test_e2e_metrics.py; on the other lines this would cost a fresh JVM's run of
+# every query (about 75 s) for no path of their own.
+@pytest.mark.one_line
 @pytest.mark.parametrize("query", sorted(QUERIES))
 def test_nothing_spills_under_the_default_budget(fresh_jvm_runs: FreshRuns, query: str) -> None:
     run = fresh_jvm_runs("default_budget").run(query)

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import harness
 import pytest
@@ -32,33 +33,28 @@ from jobs import executor_loss_job as job
 from jobs import rtm_executor_loss_job as rtm_job
 
 JOB = harness.JOBS / "executor_loss_job.py"
-# (variant, spillstore memoryBudget or None for the default, [(shape, seed)]): the seed picks
-# the input, the batch during which the kill comes (after 1 to 4 committed batches), the delay
-# into that batch's job (0-0.4 s) and which of the two executors dies.
-# The last variant runs with checkpoint format v2 (Spark 4.x): the retried tasks commit under
+# (variant, spillstore memoryBudget or None for the default, [(shape, seed, checkpoint format)]):
+# the seed picks the input, the batch during which the kill comes (after 1 to 4 committed
+# batches), the delay into that batch's job (0-0.4 s) and which of the two executors dies.
+# A variant's trials share one application (a cluster start a variant, not a trial). The last
+# trial at one byte runs with checkpoint format v2 (Spark 4.x): the retried tasks commit under
 # new checkpoint ids beside the killed attempts' files.
 VARIANTS = [
-    ("default_budget", None, [("agg", 11), ("dedup_agg", 12)], 1),
-    ("budget_1_byte", "1", [("dedup_agg", 22), ("session", 23), ("join", 24)], 1),
-    ("v2_budget_1_byte", "1", [("session", 33)], 2),
+    ("default_budget", None, [("agg", 11, 1), ("dedup_agg", 12, 1)]),
+    ("budget_1_byte", "1", [("dedup_agg", 22, 1), ("session", 23, 1), ("join", 24, 1)]
+     + ([("session", 33, 2)] if harness.SPARK_LINE >= (4, 0) else [])),
 ]
-V2_LINES = pytest.mark.skipif(harness.SPARK_LINE < (4, 0),
-                              reason="Spark 3.5 has no checkpoint format v2")
 
 
 @pytest.mark.heavy
-@pytest.mark.parametrize(
-    ("variant", "budget", "trials", "checkpoint_format"),
-    [pytest.param(*v, marks=[V2_LINES] if v[3] == 2 else []) for v in VARIANTS],
-    ids=[v[0] for v in VARIANTS])
+@pytest.mark.parametrize(("variant", "budget", "trials"), VARIANTS, ids=[v[0] for v in VARIANTS])
 def test_executor_killed_mid_batch_query_completes_exactly(
-    tmp_path: Path, variant: str, budget: str | None, trials: list[tuple[str, int]],
-    checkpoint_format: int
+    tmp_path: Path, variant: str, budget: str | None, trials: list[tuple[str, int, int]]
 ) -> None:
     spec = tmp_path / "spec.json"
     spec.write_text(json.dumps({"workdir": str(tmp_path), "budget": budget,
-                                "trials": [{"shape": s, "seed": n} for s, n in trials],
-                                "checkpoint_format": checkpoint_format}))
+                                "trials": [{"shape": s, "seed": n, "checkpoint_format": f}
+                                           for s, n, f in trials]}))
     # In a process group and temp dir of its own (harness.run_job): the executor JVM killed
     # here cannot delete its temporary files (native libraries it unpacked) itself.
     result = harness.run_job([str(JOB), str(spec)], tmp_path, timeout_s=600)
@@ -67,8 +63,8 @@ def test_executor_killed_mid_batch_query_completes_exactly(
     reports = final["trials"]
     assert len(reports) == len(trials)
 
-    for n, ((shape, seed), r) in enumerate(zip(trials, reports, strict=True)):
-        name = f"{variant} trial {n} ({shape}, seed {seed})"
+    for n, ((shape, seed, checkpoint_format), r) in enumerate(zip(trials, reports, strict=True)):
+        name = f"{variant} trial {n} ({shape}, seed {seed}, checkpoint format v{checkpoint_format})"
         # The kill happened, mid-stream, and Spark saw that executor die and replaced it.
         assert "pid" in r, f"{name}: no kill: {r}"
         assert r["job_active_at_kill"], f"{name}: no job was running at the kill: {r}"
@@ -190,23 +186,31 @@ SPECULATION_JOB = harness.JOBS / "speculation_job.py"
 
 
 @pytest.mark.heavy
-@pytest.mark.parametrize("checkpoint_format", [1, pytest.param(2, marks=V2_LINES)],
-                         ids=["v1", "v2"])
-def test_speculative_copy_of_a_slow_stateful_task_output_exact(
-        tmp_path: Path, checkpoint_format: int) -> None:
+def test_speculative_copy_of_a_slow_stateful_task_output_exact(tmp_path: Path) -> None:
     """``spark.speculation=true`` on two hosts (speculation_job.py): one task of a session
     window's stateful stage sleeps, a speculative copy on the other host writes the same
     state version and succeeds, and the query's output equals the default provider's, with
-    every entry in the cold tier. With checkpoint format v2 the two attempts write that
-    version under different checkpoint ids, and the commit log records the copy's."""
+    every entry in the cold tier. Once with checkpoint format v1 and, on Spark 4.x, once with
+    v2, in one application: with v2 the two attempts write that version under different
+    checkpoint ids, and the commit log records the copy's."""
     slow_batch = 3
+    formats = [1, 2] if harness.SPARK_LINE >= (4, 0) else [1]
     spec = tmp_path / "spec.json"
     spec.write_text(json.dumps({"workdir": str(tmp_path), "budget": "1", "shape": "session",
                                 "seed": 31, "slow_batch": slow_batch,
-                                "checkpoint_format": checkpoint_format}))
-    result = harness.run_job([str(SPECULATION_JOB), str(spec)], tmp_path, timeout_s=600)
+                                "checkpoint_formats": formats}))
+    result = harness.run_job([str(SPECULATION_JOB), str(spec)], tmp_path, timeout_s=900)
     assert result.returncode == 0, result.stdout[-4000:] + result.stderr[-8000:]
-    r = json.loads(result.stdout.strip().splitlines()[-1])
+    runs = json.loads(result.stdout.strip().splitlines()[-1])["runs"]
+    assert sorted(runs) == [str(f) for f in formats], runs
+    expected = harness.read_outputs(tmp_path / "reference")
+    assert sum(len(rows) for rows in expected.values()) > 0, "no output"
+    for fmt in formats:
+        _check_speculated_run(runs[str(fmt)], tmp_path / f"v{fmt}", fmt, expected)
+
+
+def _check_speculated_run(r: dict[str, Any], rundir: Path, checkpoint_format: int,
+                          expected: dict[int, list[Any]]) -> None:
     assert r["error"] is None, r["error"]
     assert r["cold_entries_max"] > 0, r
     assert r["slept"], "no task attempt slept: the marker was never taken"
@@ -218,13 +222,12 @@ def test_speculative_copy_of_a_slow_stateful_task_output_exact(
     assert len(won) == 1 and len(copied) == 1, f"attempts of task {r['slept']}: {attempts}"
     assert copied[0]["status"] != "SUCCESS" and copied[0]["host"] != won[0]["host"], attempts
     assert r["committed"] in (list(range(job.FILES)), list(range(job.FILES + 1))), r["committed"]
-    outputs = harness.read_outputs(tmp_path / "output")
-    expected = harness.read_outputs(tmp_path / "reference")
-    assert sum(len(rows) for rows in expected.values()) > 0, "no output"
+    outputs = harness.read_outputs(rundir / "output")
     assert outputs == expected, harness.describe_difference(
         outputs, expected, "spillstore", "default provider")
     if checkpoint_format == 2:
-        assert harness.names_by_checkpoint_ids(tmp_path / "checkpoint")
-    print(f"speculation: task (stage, partition) {r['slept']} slept; its attempts "
+        assert harness.names_by_checkpoint_ids(rundir / "checkpoint")
+    print(f"speculation, checkpoint format v{checkpoint_format}: task (stage, partition) "
+          f"{r['slept']} slept; its attempts "
           f"{attempts}; {r['query_s']} s, batches {r['batch_ms']} ms; "
           f"{sum(len(v) for v in expected.values())} rows exact")

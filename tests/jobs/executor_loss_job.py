@@ -4,7 +4,8 @@ SIGKILLed in the middle of a batch of each; the queries carry on without a resta
     python tests/jobs/executor_loss_job.py SPEC.json
 
 SPEC.json: ``{"workdir", "budget" (a spillstore memoryBudget, or null for the default),
-"trials": [{"shape", "seed"}], "checkpoint_format" (optional, see ``session_confs``)}``. Every
+"trials": [{"shape", "seed", "checkpoint_format" (optional: 2 runs spillstore's query with
+checkpoint format v2, Spark 4.x)}]}``. Every
 trial writes its input (``inputs(shape, seed)``) into ``<workdir>/<i>/input/<source>``, runs
 its query with ``availableNow`` and ``maxFilesPerTrigger=1`` (file i of each source is batch i),
 kills one executor once at least
@@ -265,13 +266,6 @@ def killer(spark: Any, checkpoint: Path, local_dir: Path, rnd: random.Random,
 CHECKPOINT_FORMAT_CONF = "spark.sql.streaming.stateStore.checkpointFormatVersion"
 
 
-def session_confs(spec: dict[str, Any]) -> dict[str, str]:
-    """The spec's ``checkpoint_format`` (optional: 2 runs spillstore's queries with checkpoint
-    format v2, Spark 4.x) as session confs."""
-    fmt = spec.get("checkpoint_format")
-    return {} if fmt is None else {CHECKPOINT_FORMAT_CONF: str(fmt)}
-
-
 def start(spark: Any, shape: str, sources: dict[str, tuple[Path, str]], checkpoint: Path,
           output: Path, build: Callable[..., Any] = query,
           before_batch: Callable[[int], None] | None = None) -> Any:
@@ -321,8 +315,13 @@ def jvm_dirs(local_dir: Path) -> list[dict[str, Any]]:
     return found
 
 
-def run_trial(spark: Any, trial_dir: Path, shape: str, seed: int, local_dir: Path
-              ) -> dict[str, Any]:
+def run_trial(spark: Any, trial_dir: Path, shape: str, seed: int, local_dir: Path,
+              checkpoint_format: int | None = None) -> dict[str, Any]:
+    # The trials of one application run in turn, each query with its trial's format.
+    if checkpoint_format is None:
+        spark.conf.unset(CHECKPOINT_FORMAT_CONF)
+    else:
+        spark.conf.set(CHECKPOINT_FORMAT_CONF, str(checkpoint_format))
     rnd = random.Random(seed)
     checkpoint, output = trial_dir / "checkpoint", trial_dir / "output"
     sources = {}
@@ -405,7 +404,6 @@ def main(spec_file: str) -> int:
         .config("spark.local.dir", str(local_dir))
         # A fetch from the dead executor fails at once instead of after 3 retries 5 s apart.
         .config("spark.shuffle.io.maxRetries", "0")
-        .config(map=session_confs(spec))
         .getOrCreate()
     )
     spark.sparkContext.setLogLevel("ERROR")
@@ -413,7 +411,8 @@ def main(spec_file: str) -> int:
     try:
         wait_for_executors(spark, 2)
         for n, trial in enumerate(spec["trials"]):
-            report = run_trial(spark, workdir / str(n), trial["shape"], trial["seed"], local_dir)
+            report = run_trial(spark, workdir / str(n), trial["shape"], trial["seed"], local_dir,
+                               trial.get("checkpoint_format"))
             print(json.dumps(report), file=sys.stderr, flush=True)
             reports.append(report)
         before_stop = {"executors": executor_processes(spark.sparkContext.applicationId),

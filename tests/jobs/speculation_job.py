@@ -4,8 +4,8 @@ speculative copy of it, the copy's success ends the batch, and the query's outpu
     python tests/jobs/speculation_job.py SPEC.json
 
 SPEC.json: ``{"workdir", "budget" (a spillstore memoryBudget, or null), "shape" (one of
-executor_loss_job.REFERENCE_SHAPES), "seed", "slow_batch", "checkpoint_format" (optional, see
-executor_loss_job.session_confs)}``.
+executor_loss_job.REFERENCE_SHAPES), "seed", "slow_batch", "checkpoint_formats" (spillstore's
+runs, one per format: [1], or [1, 2] on Spark 4.x)}``.
 
 Spark never runs a speculative copy on a host where an attempt of the task runs, and every
 executor of ``local-cluster`` is on the driver's host; so this job starts a standalone master
@@ -13,19 +13,22 @@ on 127.0.0.1 and two workers of one core each on 127.0.0.2 and 127.0.0.3 (two ho
 loopback interface), as children of this process (``harness.run_job`` kills its process group).
 
 The query runs first without the slow task with Spark's default provider (the reference,
-``<workdir>/reference``), then with spillstore into ``<workdir>/output``; before spillstore's
-batch ``slow_batch`` runs the driver arms a marker file, and the first attempt (attempt number
-0) of one partition of that batch's stateful stage that finds it takes it and sleeps
+``<workdir>/reference``), then with spillstore once per checkpoint format into
+``<workdir>/v<format>/output``, in the same application; before spillstore's batch
+``slow_batch`` runs the driver arms that run's marker file, and the first attempt (attempt
+number 0) of one partition of that batch's stateful stage that finds it takes it and sleeps
 ``SLOW_S`` in a UDF over the stateful operator's output (the same task: both attempts load and
 write the same state version; whether the slow one commits before it sleeps depends on how
-far ahead its rows were sent to the Python worker). The last
-stdout line is a JSON report: the query's error, committed batches, the most entries in the
-cold tier, which task slept, and from Spark's status store every attempt of that task.
+far ahead its rows were sent to the Python worker). The last stdout line is a JSON report:
+per format the query's error, committed batches, the most
+entries in the cold tier, which task slept, and from Spark's status store every attempt of
+that task.
 
-| state                    | owner                                                        |
-|--------------------------|--------------------------------------------------------------|
-| ``<workdir>/slow-armed`` | created by the driver before ``slow_batch``; renamed away by |
-|                          | the first task attempt that sleeps (so one attempt sleeps)   |
+| state                          | owner                                                     |
+|--------------------------------|-----------------------------------------------------------|
+| ``<workdir>/v<f>/slow-armed``  | created by the driver before ``slow_batch`` of run v<f>;  |
+|                                | renamed away by the first task attempt that sleeps (so    |
+|                                | one attempt of that run sleeps)                           |
 """
 
 from __future__ import annotations
@@ -135,6 +138,47 @@ def task_attempts(spark: Any, stage: int, index: int) -> list[dict[str, Any]]:
     return out
 
 
+def run_speculated(spark: Any, shape: str, sources: dict[str, Any], rundir: Path,
+                   checkpoint_format: int, slow_batch: int) -> dict[str, Any]:
+    """spillstore's run of the query in ``rundir`` with ``checkpoint_format``, one task of
+    ``slow_batch`` slow once; its report."""
+    spark.conf.set(loss.CHECKPOINT_FORMAT_CONF, str(checkpoint_format))
+    rundir.mkdir(parents=True)
+    armed, taken = rundir / "slow-armed", rundir / "slow-taken"
+    slow = slow_once(str(armed), str(taken))
+
+    def build(spark: Any, shape: str, sources: Any) -> Any:
+        return loss.query(spark, shape, sources).withColumn("n", slow("n"))
+
+    def arm(batch_id: int) -> None:
+        if batch_id == slow_batch:
+            armed.touch()
+
+    report: dict[str, Any] = {"error": None}
+    started = time.monotonic()
+    handle = loss.start(spark, shape, sources, rundir / "checkpoint", rundir / "output",
+                        build=build, before_batch=arm)
+    try:
+        if not handle.awaitTermination(harness.QUERY_TIMEOUT_S):
+            report["error"] = f"not finished after {harness.QUERY_TIMEOUT_S} s"
+    except Exception as e:  # StreamingQueryException
+        report["error"] = str(e)[:4000]
+    finally:
+        if handle.isActive:
+            handle.stop()
+    report["query_s"] = round(time.monotonic() - started, 1)
+    report["batch_ms"] = [p["durationMs"]["triggerExecution"] for p in handle.recentProgress]
+    report["committed"] = harness.committed_batches(rundir / "checkpoint")
+    report["cold_entries_max"] = max(
+        (sum(op.cold_entries or 0 for op in spillstore.operator_metrics(p))
+         for p in handle.recentProgress), default=0)
+    # [stage, partition] of the task attempt that slept
+    report["slept"] = [int(v) for v in taken.read_text().split()] if taken.exists() else None
+    if report["slept"]:
+        report["slept_task_attempts"] = task_attempts(spark, *report["slept"])
+    return report
+
+
 def main(spec_file: str) -> int:
     spec = json.loads(Path(spec_file).read_text())
     workdir = Path(spec["workdir"])
@@ -144,7 +188,7 @@ def main(spec_file: str) -> int:
     harness.use_spark_home(workdir)
     (workdir / "tmp").mkdir(exist_ok=True)
     url, procs = start_cluster(workdir)
-    report: dict[str, Any] = {"error": None}
+    report: dict[str, Any] = {"runs": {}}
     spark = None
     try:
         spark = (
@@ -159,7 +203,6 @@ def main(spec_file: str) -> int:
             .config("spark.speculation.minTaskRuntime", "2s")
             # Speculate by run time alone, not by the task's rate of records.
             .config("spark.speculation.efficiency.enabled", "false")
-            .config(map=loss.session_confs(spec))
             .getOrCreate()
         )
         spark.sparkContext.setLogLevel("ERROR")
@@ -168,40 +211,13 @@ def main(spec_file: str) -> int:
         for source, (schema, batches) in loss.inputs(shape, spec["seed"]).items():
             sources[source] = (workdir / "input" / source, schema)
             harness.write_batches(sources[source][0], schema, batches, range(loss.FILES))
-        armed, taken = workdir / "slow-armed", workdir / "slow-taken"
-        slow = slow_once(str(armed), str(taken))
-
-        def build(spark: Any, shape: str, sources: Any) -> Any:
-            return loss.query(spark, shape, sources).withColumn("n", slow("n"))
-
-        loss.run_reference(spark, shape, sources, workdir, build=build)
-
-        def arm(batch_id: int) -> None:
-            if batch_id == spec["slow_batch"]:
-                armed.touch()
-
-        started = time.monotonic()
-        handle = loss.start(spark, shape, sources, workdir / "checkpoint", workdir / "output",
-                            build=build, before_batch=arm)
-        try:
-            if not handle.awaitTermination(harness.QUERY_TIMEOUT_S):
-                report["error"] = f"not finished after {harness.QUERY_TIMEOUT_S} s"
-        except Exception as e:  # StreamingQueryException
-            report["error"] = str(e)[:4000]
-        finally:
-            if handle.isActive:
-                handle.stop()
-        report["query_s"] = round(time.monotonic() - started, 1)
-        report["batch_ms"] = [p["durationMs"]["triggerExecution"] for p in handle.recentProgress]
-        report["committed"] = harness.committed_batches(workdir / "checkpoint")
-        report["cold_entries_max"] = max(
-            (sum(op.cold_entries or 0 for op in spillstore.operator_metrics(p))
-             for p in handle.recentProgress), default=0)
-        # [stage, partition] of the task attempt that slept
-        report["slept"] = ([int(v) for v in taken.read_text().split()] if taken.exists()
-                           else None)
-        if report["slept"]:
-            report["slept_task_attempts"] = task_attempts(spark, *report["slept"])
+        # The same plan as spillstore's runs (the UDF's column), never armed.
+        never = slow_once(str(workdir / "never-armed"), str(workdir / "never-taken"))
+        loss.run_reference(spark, shape, sources, workdir, build=lambda spark, shape, sources:
+                           loss.query(spark, shape, sources).withColumn("n", never("n")))
+        for fmt in spec["checkpoint_formats"]:
+            report["runs"][str(fmt)] = run_speculated(spark, shape, sources, workdir / f"v{fmt}",
+                                                      fmt, spec["slow_batch"])
     finally:
         if spark is not None:
             spark.stop()

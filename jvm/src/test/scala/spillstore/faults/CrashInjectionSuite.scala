@@ -18,7 +18,8 @@ import spillstore.SpillStoreProviderSuite._
  * and is killed again (recovery itself can be hit).
  */
 class CrashInjectionSuite extends AnyFunSuite {
-  private val Trials = sys.env.getOrElse("SPILLSTORE_CRASH_TRIALS", "51").toInt
+  // `make test` runs 27 (9 chains); `make test-soak` many more.
+  private val Trials = sys.env.getOrElse("SPILLSTORE_CRASH_TRIALS", "27").toInt
   private val ChainLength = 3
 
   private def startWorker(root: String, seed: Long): Process = {

@@ -24,7 +24,8 @@ import spillstore.SpillStoreProviderSuite._
  * model exactly, and every few rounds so must a fresh load from the checkpoint.
  */
 class OwnershipStressSuite extends AnyFunSuite {
-  private val rounds = sys.env.getOrElse("SPILLSTORE_STRESS_ROUNDS", "2000").toInt
+  // `make test` runs 1,000; `make test-soak` many more.
+  private val rounds = sys.env.getOrElse("SPILLSTORE_STRESS_ROUNDS", "1000").toInt
   private val numProviders = 6
   private val numThreads = 3
   private val keySpace = 3000
