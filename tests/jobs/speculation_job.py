@@ -121,6 +121,17 @@ def slow_once(armed: str, taken: str) -> Any:
     return F.udf(f, "long")
 
 
+def slow_query(armed: Path, taken: Path) -> Any:
+    """A ``build`` for ``executor_loss_job.start``: the shape's query with :func:`slow_once`
+    over its output column ``n``."""
+    slow = slow_once(str(armed), str(taken))
+
+    def build(spark: Any, shape: str, sources: Any) -> Any:
+        return loss.query(spark, shape, sources).withColumn("n", slow("n"))
+
+    return build
+
+
 def task_attempts(spark: Any, stage: int, index: int) -> list[dict[str, Any]]:
     """Every attempt of task ``index`` in every attempt of ``stage``, from Spark's status store."""
     store = spark.sparkContext._jsc.sc().statusStore()
@@ -145,10 +156,7 @@ def run_speculated(spark: Any, shape: str, sources: dict[str, Any], rundir: Path
     spark.conf.set(loss.CHECKPOINT_FORMAT_CONF, str(checkpoint_format))
     rundir.mkdir(parents=True)
     armed, taken = rundir / "slow-armed", rundir / "slow-taken"
-    slow = slow_once(str(armed), str(taken))
-
-    def build(spark: Any, shape: str, sources: Any) -> Any:
-        return loss.query(spark, shape, sources).withColumn("n", slow("n"))
+    build = slow_query(armed, taken)
 
     def arm(batch_id: int) -> None:
         if batch_id == slow_batch:
@@ -212,9 +220,8 @@ def main(spec_file: str) -> int:
             sources[source] = (workdir / "input" / source, schema)
             harness.write_batches(sources[source][0], schema, batches, range(loss.FILES))
         # The same plan as spillstore's runs (the UDF's column), never armed.
-        never = slow_once(str(workdir / "never-armed"), str(workdir / "never-taken"))
-        loss.run_reference(spark, shape, sources, workdir, build=lambda spark, shape, sources:
-                           loss.query(spark, shape, sources).withColumn("n", never("n")))
+        loss.run_reference(spark, shape, sources, workdir,
+                           build=slow_query(workdir / "never-armed", workdir / "never-taken"))
         for fmt in spec["checkpoint_formats"]:
             report["runs"][str(fmt)] = run_speculated(spark, shape, sources, workdir / f"v{fmt}",
                                                       fmt, spec["slow_batch"])
