@@ -122,6 +122,31 @@ final class HeapTier(listener: HeapTier.Listener = HeapTier.NoListener) {
   def entryBytes(slot: Int): Long =
     PerEntryBytes + Pages.HeaderBytes + regionLength(slot)
 
+  /**
+   * Reads the record and the first and last bytes of the entry at each of `slots`[0, n), in a
+   * loop whose reads do not depend on one another, so that the CPU waits for many cache misses
+   * at once rather than one per entry; a pass over the same entries that follows (the
+   * journal's encoding, which waits on each entry in turn) then finds them in cache. A
+   * commit's changed entries lie all over the tier: this halved the journal's time at 50,000
+   * changes among 1M entries (docs/benchmarks.md, section 1).
+   */
+  def prefetch(slots: Array[Int], n: Int): Unit = {
+    var sum = 0
+    var i = 0
+    while (i < n) {
+      val s = slots(i)
+      val addr = records.addr(s)
+      val page = pages.page(addr)
+      val from = Pages.offset(addr)
+      val length = records.keyLength(s) + (if (records.has(s, Live)) records.valueLength(s) else 0)
+      if (length > 0) sum += page(from) + page(from + length - 1)
+      i += 1
+    }
+    prefetched = sum
+  }
+  // Written so that the JIT keeps `prefetch`'s reads.
+  @volatile private var prefetched = 0
+
   /** Unsigned order of two entries' keys, the order of checkpoint files. */
   def compareKeys(a: Int, b: Int): Int = {
     val ka = keyOffset(a)

@@ -586,6 +586,34 @@ class TieredStateSuite extends AnyFunSuite with BeforeAndAfterAll {
     s.ownership.close()
   }
 
+  test("a journal of thousands of changes (many prefetched chunks) holds each key's net " +
+    "change once, in unsigned key order") {
+    val f = new Fixture(maxEntries = Long.MaxValue)
+    val s = f.state
+    f.load(0L until 3000L)
+    val net = scala.collection.mutable.LinkedHashMap.empty[Long, Option[Long]]
+    def put(k: Long, v: Long): Unit = { s.put(key(k), bytes(v)); net(k) = Some(v) }
+    def remove(k: Long, existed: Boolean): Unit = {
+      s.remove(key(k)); if (existed) net(k) = None else net -= k
+    }
+    (0L until 1500L).foreach(k => put(k, k + 1))
+    (0L until 1500L by 3).foreach(k => put(k, k + 2))
+    (1500L until 2200L).foreach(remove(_, existed = true))
+    (2200L until 2400L).foreach { k => remove(k, existed = true); put(k, 2 * k) }
+    (3000L until 5000L).foreach(k => put(k, k))
+    (5000L until 5300L).foreach { k => put(k, k); remove(k, existed = false) }
+    val records = ArrayBuffer.empty[(Array[Byte], Array[Byte])]
+    s.writeJournal(new RecordingWriter(records))
+    val keys = records.map(_._1)
+    keys.zip(keys.drop(1)).foreach { case (a, b) =>
+      assert(java.util.Arrays.compareUnsigned(a, b) < 0, "keys out of order or repeated")
+    }
+    assert(records.map { case (k, v) => long(k) -> Option(v).map(long) }.toMap === net.toMap)
+    assert(records.length === net.size)
+    f.commit()
+    s.ownership.close()
+  }
+
   test("a cold-tier write that fails at commit changes nothing: after the retry's abort a " +
     "removed key never comes back from RocksDB") {
     @volatile var failWrites = false
