@@ -126,9 +126,8 @@ final class HeapTier(listener: HeapTier.Listener = HeapTier.NoListener) {
    * Reads the record and the first and last bytes of the entry at each of `slots`[0, n), in a
    * loop whose reads do not depend on one another, so that the CPU waits for many cache misses
    * at once rather than one per entry; a pass over the same entries that follows (the
-   * journal's encoding, which waits on each entry in turn) then finds them in cache. A
-   * commit's changed entries lie all over the tier: this halved the journal's time at 50,000
-   * changes among 1M entries (docs/benchmarks.md, section 1).
+   * journal's encoding, which waits on each entry in turn) then finds them in cache: a
+   * commit's changed entries lie all over the tier (docs/benchmarks.md, section 1).
    */
   def prefetch(slots: Array[Int], n: Int): Unit = {
     var sum = 0

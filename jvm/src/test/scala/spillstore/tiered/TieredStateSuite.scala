@@ -591,7 +591,7 @@ class TieredStateSuite extends AnyFunSuite with BeforeAndAfterAll {
     val f = new Fixture(maxEntries = Long.MaxValue)
     val s = f.state
     f.load(0L until 3000L)
-    val net = scala.collection.mutable.LinkedHashMap.empty[Long, Option[Long]]
+    val net = scala.collection.mutable.Map.empty[Long, Option[Long]]
     def put(k: Long, v: Long): Unit = { s.put(key(k), bytes(v)); net(k) = Some(v) }
     def remove(k: Long, existed: Boolean): Unit = {
       s.remove(key(k)); if (existed) net(k) = None else net -= k
